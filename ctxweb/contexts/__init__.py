@@ -1,0 +1,1 @@
+"""Sessions, turns, messages, artifacts and operations."""

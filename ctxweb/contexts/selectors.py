@@ -1,0 +1,1 @@
+"""Reads for sessions, turns, messages, artifacts and operations."""

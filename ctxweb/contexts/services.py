@@ -1,0 +1,1 @@
+"""Writes for sessions, turns, messages, artifacts and operations."""
