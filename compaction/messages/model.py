@@ -46,7 +46,7 @@ def _extra() -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class TextPart:
-    """Plain text. ``extra`` keeps format details (``cache_control``, the part's ``type`` spelling)."""
+    """Plain text; ``extra`` keeps format details (``cache_control``, the ``type`` spelling)."""
 
     text: str
     extra: Mapping[str, Any] = field(default_factory=_extra)
@@ -67,7 +67,7 @@ class ReasoningPart:
 
 @dataclass(frozen=True)
 class MediaPart:
-    """An image, audio clip or file, inline (base64 ``data``) or by ``url``; never tokenized as text.
+    """An image, audio clip or file, inline (base64 ``data``) or by ``url``; never read as text.
 
     ``width`` and ``height`` are set when the format or the client states them; estimators use
     them (see :mod:`compaction.tokens`).
@@ -85,7 +85,7 @@ class MediaPart:
 
 @dataclass(frozen=True)
 class ToolCallPart:
-    """A tool call: ``arguments`` is the argument JSON as text (Anthropic's ``input`` serialized)."""
+    """A tool call: ``arguments`` is the argument JSON as text (Anthropic's ``input`` dumped)."""
 
     id: str
     name: str
