@@ -1,11 +1,67 @@
-"""The REST API: one class per operation, each parsing, authorizing and calling a service."""
+"""The REST API: one class per operation; each parses, authorizes, calls a service or selector
+and renders. Errors use the contract's shape (:mod:`ctxweb.apierrors`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from compaction.messages import parse
+from ctxweb.accounts.access import Access, access_for_request
+from ctxweb.apierrors import ApiError
+from ctxweb.contexts import selectors, services
+from ctxweb.contexts.models import Session
+from ctxweb.contexts.serializers import (
+    SessionOutput,
+    TurnIngestInput,
+    TurnIngestOutput,
+    TurnSummaryOutput,
+)
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(f"{what} not found.", code="not_found", status_code=status.HTTP_404_NOT_FOUND)
+
+
+def require_access(request: Request) -> Access:
+    access = access_for_request(request)
+    if access is None:  # logged in, but a member of no project
+        raise not_found("Project")
+    return access
+
+
+def require_session(access: Access, external_id: str) -> Session:
+    session = selectors.session_get(project=access.project, external_id=external_id)
+    if session is None:
+        raise not_found(f"Session {external_id!r}")
+    return session
+
+
+def session_data(session: Session) -> dict[str, Any]:
+    usable = max(0, session.context_window - session.output_reserve)
+    return {
+        "external_id": session.external_id,
+        "format": session.format,
+        "model": session.model,
+        "context_window": session.context_window,
+        "output_reserve": session.output_reserve,
+        "usable": usable,
+        "encoding": session.encoding,
+        "approximate": session.approximate,
+        "turn_count": session.turn_count,
+        "last_total_tokens": session.last_total_tokens,
+        "fill": session.last_fill,
+        "compaction_count": session.compaction_count,
+        "source": session.source,
+        "created_at": session.created_at,
+        "last_activity_at": session.last_activity_at,
+    }
 
 
 class HealthApi(APIView):
@@ -14,5 +70,165 @@ class HealthApi(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
+    @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
+
+
+class TurnIngestApi(APIView):
+    """Ingest one model call; the session is created on first use."""
+
+    @extend_schema(
+        request=TurnIngestInput, responses={201: TurnIngestOutput, 200: TurnIngestOutput}
+    )
+    def post(self, request: Request, external_id: str) -> Response:
+        access = require_access(request)
+        if not isinstance(request.data, dict):
+            raise ApiError(
+                "The body must be a JSON object.", fields={"request": "expected an object"}
+            )
+        data = TurnIngestInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        context = parse(body["format"], body["request"])
+        try:
+            result = services.turn_ingest(
+                project=access.project,
+                external_id=external_id,
+                context=context,
+                model=body.get("model") or None,
+                response=body.get("response"),
+                usage=body.get("usage"),
+                turn_id=body.get("turn_id"),
+                body=request.data,
+                context_window=body.get("context_window"),
+            )
+        except services.TurnConflict:
+            raise ApiError(
+                "This turn_id was already used with a different body.",
+                code="conflict",
+                status_code=status.HTTP_409_CONFLICT,
+                fields={"turn_id": "reused with a different body"},
+            ) from None
+        turn = result.turn
+        return Response(
+            {
+                "session": external_id,
+                "index": turn.index,
+                "total_tokens": turn.total_tokens,
+                "regions": turn.regions,
+                "context_window": turn.context_window,
+                "usage_ratio": turn.total_tokens / turn.context_window,
+                "reported_input_tokens": turn.reported_input_tokens,
+                "events": turn.events,
+            },
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
+
+class SessionListApi(APIView):
+    """The project's sessions: filter by ``q``, ``model``, ``min_fill``/``max_fill``; ``sort``."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str),
+            OpenApiParameter("model", str),
+            OpenApiParameter("min_fill", float),
+            OpenApiParameter("max_fill", float),
+            OpenApiParameter("sort", str, enum=list(selectors.SESSION_SORTS)),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+        responses={200: SessionOutput(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        access = require_access(request)
+        params = request.query_params
+
+        def fill(name: str) -> float | None:
+            raw = params.get(name)
+            if raw in (None, ""):
+                return None
+            try:
+                return float(raw)
+            except ValueError:
+                raise ApiError(
+                    f"{name} must be a number.", fields={name: "expected a number"}
+                ) from None
+
+        sort = params.get("sort", "recent")
+        if sort not in selectors.SESSION_SORTS:
+            raise ApiError(
+                f"Unknown sort {sort!r}.",
+                fields={"sort": f"one of {', '.join(selectors.SESSION_SORTS)}"},
+            )
+        sessions = selectors.session_list(
+            project=access.project,
+            search=params.get("q", ""),
+            model=params.get("model", ""),
+            min_fill=fill("min_fill"),
+            max_fill=fill("max_fill"),
+            sort=sort,
+        )
+        limit, offset = _page(params)
+        total = sessions.count()
+        page = [session_data(s) for s in sessions[offset : offset + limit]]
+        return Response({"count": total, "limit": limit, "offset": offset, "results": page})
+
+
+def _page(params: Any) -> tuple[int, int]:
+    try:
+        limit = int(params.get("limit", 50))
+        offset = int(params.get("offset", 0))
+    except ValueError:
+        raise ApiError("limit and offset must be integers.", fields={"limit": "integer"}) from None
+    if not 1 <= limit <= 500:
+        raise ApiError("limit must be between 1 and 500.", fields={"limit": "between 1 and 500"})
+    if offset < 0:
+        raise ApiError("offset must not be negative.", fields={"offset": "not negative"})
+    return limit, offset
+
+
+class SessionDetailApi(APIView):
+    @extend_schema(responses={200: SessionOutput})
+    def get(self, request: Request, external_id: str) -> Response:
+        session = require_session(require_access(request), external_id)
+        return Response(session_data(session))
+
+
+class TurnListApi(APIView):
+    """Per-turn regions for the chart."""
+
+    @extend_schema(responses={200: TurnSummaryOutput(many=True)})
+    def get(self, request: Request, external_id: str) -> Response:
+        session = require_session(require_access(request), external_id)
+        turns = [
+            {
+                "index": t.index,
+                "total_tokens": t.total_tokens,
+                "regions": t.regions,
+                "reported_input_tokens": t.reported_input_tokens,
+                "events": t.events,
+                "context_window": t.context_window,
+                "max_output_tokens": t.max_output_tokens,
+                "created_at": t.created_at,
+            }
+            for t in selectors.turn_list(session=session)
+        ]
+        return Response(turns)
+
+
+class TurnDetailApi(APIView):
+    """One turn's messages, each with role, region, tokens, placeholders and artifact ids."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, external_id: str, index: int) -> Response:
+        session = require_session(require_access(request), external_id)
+        turn = selectors.turn_get(session=session, index=index)
+        if turn is None:
+            raise not_found(f"Turn {index}")
+        return Response(selectors.turn_detail(turn=turn))
+
+
+class TurnsApi(TurnIngestApi, TurnListApi):
+    """``sessions/{external_id}/turns``: POST ingests a turn, GET lists them for the chart."""

@@ -1,1 +1,199 @@
-"""Sessions, turns, messages, artifacts and operations."""
+"""Sessions, turns, messages, artifacts and operations.
+
+Storage grows with distinct content: a :class:`Message` (and a :class:`ToolSet`) is stored once per
+project by content hash, with its token counts per encoding; a :class:`Turn` refers to its messages
+by id, as a delta on the previous turn (the ids it shares with it are not repeated) with a full
+list every :data:`KEYFRAME_EVERY` turns, so a 1,000-turn session does not store a million ids.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from ctxweb.accounts.models import Project
+
+KEYFRAME_EVERY = 32
+
+
+class Session(models.Model):
+    """One agent conversation, addressed by the client's own ``external_id``."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    external_id = models.CharField(max_length=200)
+    format = models.CharField(max_length=32)
+    model = models.CharField(max_length=200, blank=True)
+    context_window = models.PositiveIntegerField()
+    output_reserve = models.PositiveIntegerField(default=0)
+    encoding = models.CharField(max_length=32)
+    approximate = models.BooleanField(default=False)
+    policy = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=64, blank=True, help_text="api, or the imported format")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Denormalized from the latest turn, for the sessions list.
+    turn_count = models.PositiveIntegerField(default=0)
+    last_total_tokens = models.PositiveIntegerField(default=0)
+    last_fill = models.FloatField(default=0.0, db_index=True)
+    compaction_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"], name="session_external_id_unique_per_project"
+            )
+        ]
+        ordering = ["-last_activity_at"]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Message(models.Model):
+    """A normalized message, stored once per project by content hash.
+
+    ``data`` is the canonical dict of :func:`compaction.messages.message_to_dict`; ``counts`` maps
+    an encoding to ``{"total": n, "regions": {region: n}, "parts": [n, ...]}``.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="messages")
+    hash = models.CharField(max_length=64)
+    role = models.CharField(max_length=16)
+    data = models.JSONField()
+    size = models.PositiveIntegerField(help_text="bytes of canonical JSON")
+    counts = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "hash"], name="message_unique_per_project")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.hash[:10]}"
+
+
+class ToolSet(models.Model):
+    """A list of tool definitions, stored once per project by content hash."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="toolsets")
+    hash = models.CharField(max_length=64)
+    data = models.JSONField()
+    counts = models.JSONField(default=dict, help_text="encoding -> tokens")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "hash"], name="toolset_unique_per_project")
+        ]
+
+    def __str__(self) -> str:
+        return f"tools {self.hash[:10]}"
+
+
+class Turn(models.Model):
+    """One model call: the context it sent (by reference), the response and reported usage."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    index = models.PositiveIntegerField()
+    # NULL, not "", when absent: the uniqueness constraint applies only to given ids.
+    turn_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    body_hash = models.CharField(max_length=64, blank=True)
+    # The message ids: the first `shared` ids of the previous turn's list, then `tail`.
+    # A keyframe has shared == 0 and its whole list in `tail`.
+    shared = models.PositiveIntegerField(default=0)
+    tail = models.JSONField(default=list)
+    keyframe = models.BooleanField(default=True)
+    message_count = models.PositiveIntegerField(default=0)
+    system = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    toolset = models.ForeignKey(
+        ToolSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    unknown = models.JSONField(
+        default=list, blank=True, help_text="'system', 'tools' if unrecorded"
+    )
+    request_extra = models.JSONField(default=dict, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    context_window = models.PositiveIntegerField()
+    total_tokens = models.PositiveIntegerField()
+    counted_tokens = models.PositiveIntegerField()
+    regions = models.JSONField(default=dict)
+    reported_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    events = models.JSONField(default=list, blank=True)
+    operation = models.ForeignKey(
+        "Operation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the applied operation this turn continued from",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "index"], name="turn_index_unique"),
+            models.UniqueConstraint(
+                fields=["session", "turn_id"],
+                name="turn_id_unique_per_session",
+                condition=models.Q(turn_id__isnull=False),
+            ),
+        ]
+        ordering = ["session", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.session} #{self.index}"
+
+
+class Artifact(models.Model):
+    """Full content taken out of a context; ``[EXTERNALIZED:<id>]`` points at it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="artifacts")
+    key = models.CharField(max_length=64, help_text="content-addressed id (sha256)")
+    kind = models.CharField(max_length=32)
+    content = models.TextField()
+    size = models.PositiveIntegerField()
+    tokens = models.PositiveIntegerField(default=0)
+    summary = models.TextField(blank=True)
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "key"], name="artifact_unique_per_project")
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Operation(models.Model):
+    """An applied plan: a background job with status and progress."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="operations")
+    strategy = models.CharField(max_length=64)
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress = models.JSONField(default=dict)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    automatic = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.strategy} on {self.session} ({self.status})"
