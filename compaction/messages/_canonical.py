@@ -57,7 +57,10 @@ def _json_default(value: object) -> object:
 
 def _plain(value: object) -> Any:
     """A deep copy of ``value`` made only of dicts, lists and JSON scalars."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=_json_default))
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False, default=_json_default))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise FormatError("extra", f"not JSON-serializable: {exc}") from None
 
 
 def _fields_to_dict(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -109,13 +112,16 @@ def message_hash(message: Message) -> str:
         64
     """
     # The same JSON text as dumping message_to_dict(message), without its copy.
-    text = json.dumps(
-        _message_dict(message),
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
-        default=_json_default,
-    )
+    try:
+        text = json.dumps(
+            _message_dict(message),
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+            default=_json_default,
+        )
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise FormatError("extra", f"not JSON-serializable: {exc}") from None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -5,6 +5,9 @@ definitions, the ordered :class:`Message` list and the output reserve. Each mess
 typed parts. Whatever a format carries that the model has no field for (``cache_control``,
 ``citations``, a provider's new keys) is kept in the ``extra`` mapping of the part, message or
 context it came with, so rendering back to the same format reproduces the request exactly.
+Keys of ``extra`` that start with ``ctxweb:`` are markers of how the request was shaped (a string
+where a list was possible, a key that was absent); they are never rendered into a request, so a
+strategy may use that prefix for flags of its own.
 
 Every class is a frozen dataclass: strategies build new values, they never mutate.
 """
