@@ -30,8 +30,24 @@ run: migrate
 worker: install
 	$(VENV)/bin/celery -A ctxweb worker --loglevel=info --concurrency=$${CELERY_CONCURRENCY:-2}
 
+# The production shape: every database, channel-layer and task test again on PostgreSQL with
+# channels-redis and real Celery workers. Under CI=true it must run; elsewhere it runs when the
+# services answer.
+PROD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+PROD_REDIS_URL    ?= redis://127.0.0.1:6379/15
+
 test: install-dev
-	$(PY) -m pytest -p no:randomly $(PYTEST_ARGS)
+	@echo "== embedded shape: SQLite, in-memory channel layer, in-process tasks =="
+	$(PY) -m pytest $(PYTEST_ARGS)
+	@if $(PY) -m tests.services "$(PROD_DATABASE_URL)" "$(PROD_REDIS_URL)"; then \
+	  echo "== production shape: PostgreSQL, channels-redis, Celery workers on Redis =="; \
+	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \
+	    $(PY) -m pytest tests/ctxweb -m "not browser" $(PYTEST_ARGS); \
+	elif [ "$$CI" = "true" ]; then \
+	  echo "production shape: services unreachable under CI=true"; exit 1; \
+	else \
+	  echo "== production shape skipped: PostgreSQL or Redis unreachable =="; \
+	fi
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
