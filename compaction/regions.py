@@ -301,7 +301,7 @@ PLACEHOLDER_PATTERNS: tuple[PlaceholderPattern, ...] = (
     PlaceholderPattern(
         "externalized",
         "llm4s",
-        re.compile(r"\[EXTERNALIZED: (?P<artifact>content_[0-9a-f]{64}) \| [A-Z]+ \| [^\]]*\]"),
+        re.compile(r"\[EXTERNALIZED: content_(?P<artifact>[0-9a-f]{64}) \| [A-Z]+ \| [^\]]*\]"),
     ),
     PlaceholderPattern(
         "externalized", "copaw", re.compile(r"\[Full content saved to: (?P<artifact>[^\]]+)\]")

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
+from compaction.errors import CompactionError
 from compaction.messages.model import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "FactSummarizer",
     "Facts",
     "Summarizer",
+    "SummarizerError",
     "extract_facts",
     "messages_text",
 ]
@@ -45,6 +47,17 @@ SECTIONS: tuple[str, ...] = (
     "## Next Steps",
     "## Critical Context",
 )
+
+
+class SummarizerError(CompactionError):
+    """A summarizer could not produce a summary (an LLM provider's HTTP error, a timeout, an
+    empty reply). Strategies report it as their seed reports a failed summary call.
+
+    Example:
+        >>> raise SummarizerError("openai: HTTP 500")
+        Traceback (most recent call last):
+        compaction.summarizers.SummarizerError: openai: HTTP 500
+    """
 
 
 @runtime_checkable
@@ -293,6 +306,8 @@ class _Parsed:
     done: tuple[str, ...]
     decisions: tuple[str, ...]
     facts: Facts
+    in_progress: tuple[str, ...] = ()
+    next_steps: tuple[str, ...] = ()
 
 
 def _parse_previous(previous: str) -> _Parsed:
@@ -323,8 +338,20 @@ def _parse_previous(previous: str) -> _Parsed:
 
     goal = " ".join(line.strip() for line in sections["## Goal"] if line.strip() != "(none)")
     done = tuple(i.removeprefix("[x] ").strip() for i in items("### Done"))
+    in_progress = tuple(i.removeprefix("[ ] ").strip() for i in items("### In Progress"))
+    next_steps = tuple(
+        line.strip().split(". ", 1)[1]
+        for line in sections.get("## Next Steps", [])
+        if re.match(r"\s*\d+\. ", line)
+    )
     return _Parsed(
-        goal, items("## Constraints & Preferences"), done, items("## Key Decisions"), Facts(**facts)
+        goal,
+        items("## Constraints & Preferences"),
+        done,
+        items("## Key Decisions"),
+        Facts(**facts),
+        in_progress,
+        next_steps,
     )
 
 
@@ -398,18 +425,21 @@ class FactSummarizer:
         )
         blocked = facts.errors[-3:]
         last_request = _clip(" ".join(users[-1].split()), self.max_chars) if users else ""
+        # With no new request the previous summary's open work still stands.
+        in_progress = [last_request] if last_request else list(old.in_progress)
+        next_steps = [last_request] if last_request else list(old.next_steps)
         lines = ["## Goal", goal or "(none)", "", "## Constraints & Preferences"]
         lines += _bullets(constraints)
         lines += ["", "## Progress", "### Done"]
         lines += _bullets(done, "- [x] ")
         lines += ["", "### In Progress"]
-        lines += _bullets([last_request] if last_request else [], "- [ ] ")
+        lines += _bullets(in_progress, "- [ ] ")
         lines += ["", "### Blocked"]
         lines += _bullets(blocked)
         lines += ["", "## Key Decisions"]
         lines += _bullets(decisions)
         lines += ["", "## Next Steps"]
-        lines += [f"1. {last_request}"] if last_request else ["(none)"]
+        lines += [f"{i}. {step}" for i, step in enumerate(next_steps, 1)] or ["(none)"]
         lines += ["", "## Critical Context"]
         context = [
             f"- {label}: {_ticked(getattr(facts, name))}"

@@ -11,7 +11,9 @@ from compaction.strategies.baseagent import BaseAgentCompact, BaseAgentMiddleOut
 from compaction.strategies.codex import CodexCompact
 from compaction.strategies.copaw import CopawCompact
 from compaction.strategies.ctxweb_auto import CtxwebAuto
+from compaction.strategies.llm4s import Llm4sPipeline
 from compaction.strategies.nanobot import NanobotTrim
+from compaction.strategies.opencode import OpencodePrune
 from compaction.strategies.picoclaw import PicoclawForceCompress, PicoclawSummarize, PicoclawTrim
 
 __all__ = ["STRATEGIES", "get_strategy", "list_strategies"]
@@ -20,10 +22,12 @@ _ALL: tuple[Strategy, ...] = (
     BaseAgentPrune(),
     BaseAgentMiddleOut(),
     BaseAgentCompact(),
+    OpencodePrune(),
     CodexCompact(),
     PicoclawSummarize(),
     PicoclawForceCompress(),
     PicoclawTrim(),
+    Llm4sPipeline(),
     NanobotTrim(),
     CopawCompact(),
     AnthropicClearToolUses(),

@@ -310,7 +310,7 @@ SHA = "e4ee97ec252749d2096447e849628d0d7734f51700416eefbb33574bf0b3ee75"
         ),
         (
             f"[EXTERNALIZED: content_{SHA} | TEXT | Text content, 10000 bytes]",
-            Placeholder("externalized", "llm4s", f"content_{SHA}"),
+            Placeholder("externalized", "llm4s", SHA),
         ),
         (
             "a\n\n<<<TRUNCATED>>> (5 characters omitted) <<<END_TRUNCATED>>>\n\nb\n\n"

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.messages.model import Context, Message
-from compaction.strategies import list_strategies
+from compaction.strategies import get_strategy, list_strategies
 from compaction.turns import orphans
 
 from .builders import a, atc, sys, t, u
@@ -40,12 +40,23 @@ def contexts(draw: st.DrawFn) -> Context:
 PARAMS = {
     "baseagent-prune": {"protect_tokens": 2000, "minimum_savings": 100},
     "baseagent-compact": {"context_limit": 20_000, "output_reserve": 1000},
+    "opencode-prune": {"protect_tokens": 2000, "minimum_savings": 100},
     "picoclaw-summarize": {"context_window": 20_000, "message_threshold": 4},
     "picoclaw-trim": {"context_window": 20_000, "max_tokens": 1000},
+    "llm4s-pipeline": {"budget": 3000},
     "nanobot-trim": {"budget": 500, "estimator": "fallback"},
     "copaw-compact": {"max_input_length": 20_000},
     "anthropic-clear-tool-uses": {"trigger": 1000, "keep": 1},
     "ctxweb-auto": {"target_tokens": 3000},
+}
+
+
+#: Further parameter sets checked beside each strategy's entry above (the seeds' deviations on).
+EXTRA_PARAMS = {
+    "llm4s-pipeline": [
+        {"budget": 800, "max_semantic_blocks": 2},
+        {"budget": 3000, "keep_tool_pairs": True, "no_growth": True, "digest_in_place": True},
+    ],
 }
 
 
@@ -57,8 +68,12 @@ def _is_subsequence(kept: list[Message], original: tuple[Message, ...]) -> bool:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contexts())
 def test_every_strategy_behaves(context: Context) -> None:
-    for strategy in list_strategies():
-        params = PARAMS.get(strategy.id, {})
+    runs = [
+        (strategy, params)
+        for strategy in list_strategies()
+        for params in [PARAMS.get(strategy.id, {}), *EXTRA_PARAMS.get(strategy.id, [])]
+    ]
+    for strategy, params in runs:
         plan = strategy.plan(context, params, counter=COUNTER)
         assert strategy.plan(context, params, counter=COUNTER) == plan, strategy.id
         originals = {i for e in plan.edits if e.kind != "insert-summary" for i in [e.message_index]}
@@ -74,3 +89,13 @@ def test_every_strategy_behaves(context: Context) -> None:
             if edit.artifact_id is not None:
                 assert any(x.id == edit.artifact_id for x in plan.artifacts), strategy.id
         del originals
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contexts(), st.sampled_from([300, 800, 3000]), st.integers(0, 3))
+def test_llm4s_with_keep_tool_pairs_never_orphans(context: Context, budget: int, k: int) -> None:
+    params = {"budget": budget, "max_semantic_blocks": k, "keep_tool_pairs": True}
+    plan = get_strategy("llm4s-pipeline").plan(context, params, counter=COUNTER)
+    if orphans(context.messages).ok:
+        assert orphans(plan.context.messages).ok
+        assert not any("orphaned" in w for w in plan.warnings)
