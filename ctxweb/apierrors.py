@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from compaction.errors import FormatError, StrategyError
+from compaction.summarizers import SummarizerError
 
 
 class ApiError(exceptions.APIException):
@@ -58,6 +59,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """Render every API error in the contract's shape."""
     if isinstance(exc, FormatError | StrategyError):
         return error_response("invalid", str(exc), 400, exc.fields())
+    if isinstance(exc, SummarizerError):  # the configured LLM failed: not the caller's fault
+        return error_response("summarizer_failed", f"The summarizer failed: {exc}", 502)
     if isinstance(exc, ApiError):
         return error_response(exc.code, str(exc.detail), exc.status_code, exc.fields)
     response = drf_exception_handler(exc, context)

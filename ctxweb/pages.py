@@ -1,10 +1,6 @@
-"""Project-level pages."""
+"""Project-level pages. The dashboard's pages live in :mod:`ctxweb.contexts.views`; the home
+page is its sessions list."""
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from ctxweb.contexts.views import session_list as home
 
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+__all__ = ["home"]

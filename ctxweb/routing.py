@@ -2,4 +2,6 @@
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from ctxweb.contexts.routing import websocket_urlpatterns as contexts_websockets
+
+websocket_urlpatterns: list[Any] = [*contexts_websockets]

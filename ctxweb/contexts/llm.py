@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import anthropic
-import openai
 from django.conf import settings
 
 from compaction.messages.model import Message, TextPart
@@ -92,6 +90,10 @@ class OpenAISummarizer:
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        # The SDKs take seconds to import: only a configured summarizer pays for one.
+        import openai
+
+        self.sdk = openai
         self.client = openai.OpenAI(
             api_key=api_key or "unused",
             base_url=base_url or None,
@@ -110,13 +112,13 @@ class OpenAISummarizer:
                     {"role": "user", "content": render_for_summary(messages, previous)},
                 ],
             )
-        except openai.APITimeoutError as error:
+        except self.sdk.APITimeoutError as error:
             raise SummarizerError(f"openai: the request timed out ({error})") from error
-        except openai.APIStatusError as error:
+        except self.sdk.APIStatusError as error:
             raise SummarizerError(
                 f"openai: HTTP {error.status_code}: {_short(error.message)}"
             ) from error
-        except openai.APIError as error:
+        except self.sdk.APIError as error:
             raise SummarizerError(f"openai: {_short(str(error))}") from error
         choices = response.choices or []
         text = (choices[0].message.content or "") if choices else ""
@@ -151,6 +153,9 @@ class AnthropicSummarizer:
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        import anthropic
+
+        self.sdk = anthropic
         self.client = anthropic.Anthropic(
             api_key=api_key or "unused",
             base_url=base_url or None,
@@ -167,13 +172,13 @@ class AnthropicSummarizer:
                 system=prompt,
                 messages=[{"role": "user", "content": render_for_summary(messages, previous)}],
             )
-        except anthropic.APITimeoutError as error:
+        except self.sdk.APITimeoutError as error:
             raise SummarizerError(f"anthropic: the request timed out ({error})") from error
-        except anthropic.APIStatusError as error:
+        except self.sdk.APIStatusError as error:
             raise SummarizerError(
                 f"anthropic: HTTP {error.status_code}: {_short(error.message)}"
             ) from error
-        except anthropic.APIError as error:
+        except self.sdk.APIError as error:
             raise SummarizerError(f"anthropic: {_short(str(error))}") from error
         text = "".join(getattr(block, "text", "") for block in response.content or [])
         if not text.strip():

@@ -8,6 +8,7 @@ list every :data:`KEYFRAME_EVERY` turns, so a 1,000-turn session does not store 
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from ctxweb.accounts.models import Project
@@ -188,12 +189,87 @@ class Operation(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     automatic = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    key_prefix = models.CharField(
+        max_length=16, blank=True, help_text="the operator key's prefix, when a key applied it"
+    )
+    base_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the managed context version it ran on (0: the turn's)"
+    )
+    result_version = models.PositiveIntegerField(null=True, blank=True)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="host:pid of the process that runs it"
+    )
+    attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session", "status"], name="operation_session_status")]
+        constraints = [
+            # At most one queued or running operation per session, whatever the races.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="operation_one_active_per_session",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.strategy} on {self.session} ({self.status})"
+
+
+class ManagedContext(models.Model):
+    """One version of what the agent should send next: a context made by an operation.
+
+    Versions count 1, 2, ... per session. It is *current* while no turn was posted since it was
+    made (``turn_index`` is the session's latest turn); once the agent posts a turn, that turn is
+    the managed context again. Undo makes a new version equal to the one before, so versions
+    only ever grow and an ``ETag`` never comes back with other content. Message ids are the
+    full list (versions are few); messages are stored once, like a turn's.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="managed_contexts")
+    version = models.PositiveIntegerField()
+    operation = models.ForeignKey(
+        Operation,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="managed_contexts",
+        help_text="the operation that made it (null for an undo)",
+    )
+    turn_index = models.PositiveIntegerField(help_text="the session's latest turn when made")
+    message_ids = models.JSONField(default=list)
+    system = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    toolset = models.ForeignKey(
+        ToolSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    request_extra = models.JSONField(default=dict, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField()
+    regions = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "version"], name="managed_context_version_unique"
+            )
+        ]
+        ordering = ["session", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.session} v{self.version}"

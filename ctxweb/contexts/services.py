@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from compaction.errors import FormatError
-from compaction.messages import Context, message_to_dict
+from compaction.messages import Context, TextPart, ToolCallPart, ToolResultPart, message_to_dict
 from compaction.messages import Message as LibMessage
 from compaction.regions import message_regions, sum_regions, system_regions
 from compaction.tokens import REQUEST_OVERHEAD
 from compaction.usage import normalize_usage
 from compaction.windows import DEFAULT_CONTEXT_WINDOW, context_window_for_model
 from ctxweb.accounts.models import Project
+from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.counting import counter_for, encoding_for
 from ctxweb.contexts.models import KEYFRAME_EVERY, Session, ToolSet, Turn
@@ -108,28 +111,149 @@ def session_get_or_create(
         return Session.objects.select_for_update().get(project=project, external_id=external_id)
 
 
+@dataclass
+class _Recent:
+    """What this process stored for a session's latest turn, to ingest the next one cheaply.
+
+    Valid only while that turn is the session's previous turn: it is looked up by the previous
+    turn's primary key *and* creation time, so a turn rolled back (whose key SQLite may reuse) or
+    written by another process never matches and the slow path runs instead.
+    """
+
+    turn_key: tuple[int, Any]
+    messages: tuple[LibMessage, ...]
+    hashes: list[str]
+    ids: list[int]
+    regions: list[Mapping[str, int]]
+    #: cumulative[i]: the regions of messages[:i] added up.
+    cumulative: list[dict[str, int]]
+    system: tuple[Any, ...]
+    system_row: MessageRow | None
+    tools: tuple[Any, ...]
+    toolset: ToolSet | None
+
+
+#: Sessions' latest turns as this process stored them (a bounded LRU).
+_RECENT: OrderedDict[int, _Recent] = OrderedDict()
+_RECENT_MAX = 64
+_RECENT_LOCK = threading.Lock()
+
+
+def _recent_get(session_id: int, turn_key: tuple[int, Any] | None) -> _Recent | None:
+    if turn_key is None:
+        return None
+    with _RECENT_LOCK:
+        recent = _RECENT.get(session_id)
+        if recent is None or recent.turn_key != turn_key:
+            return None
+        _RECENT.move_to_end(session_id)
+        return recent
+
+
+def _recent_put(session_id: int, recent: _Recent) -> None:
+    with _RECENT_LOCK:
+        _RECENT[session_id] = recent
+        _RECENT.move_to_end(session_id)
+        while len(_RECENT) > _RECENT_MAX:
+            _RECENT.popitem(last=False)
+
+
+def _typed_equal(a: Any, b: Any) -> bool:
+    """``a == b`` that also tells ``1``, ``1.0`` and ``True`` apart, as canonical JSON does."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping):
+        return a.keys() == b.keys() and all(_typed_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_typed_equal(x, y) for x, y in zip(a, b, strict=True))
+    if is_dataclass(a):
+        return all(_typed_equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    return bool(a == b)
+
+
+def _same_part(a: Any, b: Any) -> bool:
+    if isinstance(a, ToolResultPart):
+        return (
+            _typed_equal(a.extra, b.extra)
+            and type(a.is_error) is type(b.is_error)
+            and all(_same_part(x, y) for x, y in zip(a.content, b.content, strict=True))
+        )
+    if isinstance(a, TextPart | ToolCallPart):
+        return not (a.extra or b.extra) or _typed_equal(a.extra, b.extra)
+    return _typed_equal(a, b)
+
+
+def _same_message(a: LibMessage, b: LibMessage) -> bool:
+    """Whether two messages have the same canonical form: equal, with the same value types."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    if (a.extra or b.extra) and not _typed_equal(a.extra, b.extra):
+        return False
+    return all(_same_part(x, y) for x, y in zip(a.parts, b.parts, strict=True))
+
+
+@dataclass
+class _Messages:
+    hashes: list[str]
+    ids: list[int]
+    regions: list[Mapping[str, int]]
+    cumulative: list[dict[str, int]]
+
+
 def _message_rows(
-    *, project: Project, messages: Sequence[LibMessage], encoding: str, path: str = "messages"
-) -> list[MessageRow]:
-    """The stored rows of ``messages``, in order, inserting and counting only the new ones."""
-    dicts = [message_to_dict(m) for m in messages]
+    *,
+    project: Project,
+    messages: Sequence[LibMessage],
+    encoding: str,
+    recent: _Recent | None = None,
+    path: str = "messages",
+) -> _Messages:
+    """The ids and regions of ``messages``, in order, inserting and counting only the new ones.
+
+    The messages that ``recent`` (the previous turn) starts with are taken from it without
+    serializing them; the others are hashed, and those the previous turn does not hold are looked
+    up in one query.
+    """
+    start = 0
+    hashes: list[str] = []
+    ids: list[int] = []
+    regions: list[Mapping[str, int]] = []
+    cumulative: list[dict[str, int]] = [_zero_regions()]
+    cached: dict[str, tuple[int, Mapping[str, int]]] = {}
+    if recent is not None:
+        limit = min(len(messages), len(recent.messages))
+        while start < limit and _same_message(messages[start], recent.messages[start]):
+            start += 1
+        hashes = recent.hashes[:start]
+        ids = recent.ids[:start]
+        regions = recent.regions[:start]
+        cumulative = recent.cumulative[: start + 1]
+        cached = {
+            h: (i, r) for h, i, r in zip(recent.hashes, recent.ids, recent.regions, strict=True)
+        }
+    rest = messages[start:]
+    dicts = [message_to_dict(m) for m in rest]
     texts = [_canonical_json(d) for d in dicts]
-    hashes = [_digest(t) for t in texts]
-    wanted = set(hashes)
-    known = {row.hash: row for row in MessageRow.objects.filter(project=project, hash__in=wanted)}
+    digests = [_digest(t) for t in texts]
+    wanted = {h for h in digests if h not in cached}
+    known = _rows_by_hash(project, wanted)
     counter = counter_for(encoding)
     new: dict[str, MessageRow] = {}
     stale: list[MessageRow] = []
-    for index, (message, data, text, digest) in enumerate(
-        zip(messages, dicts, texts, hashes, strict=True)
+    for offset, (message, data, text, digest) in enumerate(
+        zip(rest, dicts, texts, digests, strict=True)
     ):
+        if digest in cached:
+            continue
         row = known.get(digest) or new.get(digest)
         if row is not None and encoding in row.counts:
             continue
-        regions = message_regions(message, counter)
-        counts = {"total": sum(regions.values()), "regions": regions}
+        counted = message_regions(message, counter)
+        counts = {"total": sum(counted.values()), "regions": counted}
         if row is None:
-            _check_text(data, f"{path}.{index}")
+            _check_text(data, f"{path}.{start + offset}")
             new[digest] = MessageRow(
                 project=project,
                 hash=digest,
@@ -143,11 +267,35 @@ def _message_rows(
             stale.append(row)
     if new:
         MessageRow.objects.bulk_create(new.values(), ignore_conflicts=True)
-        for row in MessageRow.objects.filter(project=project, hash__in=new.keys()):
-            known[row.hash] = row
+        known.update(_rows_by_hash(project, set(new)))
     if stale:
         MessageRow.objects.bulk_update(stale, ["counts"])
-    return [known[h] for h in hashes]
+    for digest in digests:
+        if digest in cached:
+            row_id, row_regions = cached[digest]
+        else:
+            row = known[digest]
+            row_id, row_regions = row.id, row.counts[encoding]["regions"]
+        hashes.append(digest)
+        ids.append(row_id)
+        regions.append(row_regions)
+        total = dict(cumulative[-1])
+        for name, tokens in row_regions.items():
+            total[name] = total.get(name, 0) + tokens
+        cumulative.append(total)
+    return _Messages(hashes, ids, regions, cumulative)
+
+
+def _rows_by_hash(project: Project, hashes: set[str]) -> dict[str, MessageRow]:
+    """The project's rows of ``hashes``, without their content."""
+    if not hashes:
+        return {}
+    rows = MessageRow.objects.filter(project=project, hash__in=hashes).only("id", "hash", "counts")
+    return {row.hash: row for row in rows}
+
+
+def _zero_regions() -> dict[str, int]:
+    return sum_regions([])
 
 
 def _system_row(*, project: Project, context: Context, encoding: str) -> MessageRow | None:
@@ -241,7 +389,8 @@ def turn_ingest(
     A retry with the same ``turn_id`` and body returns the stored turn (``created`` False); the
     same ``turn_id`` with another body raises :class:`TurnConflict`.
     """
-    body_hash = _digest(_canonical_json(body)) if body is not None else ""
+    # Only a retry (same turn_id) compares bodies: hash the body only then.
+    body_hash = _digest(_canonical_json(body)) if body is not None and turn_id is not None else ""
     normalized = normalize_usage(usage) if usage else None
     with transaction.atomic():
         session = session_get_or_create(
@@ -260,15 +409,35 @@ def turn_ingest(
                     raise TurnConflict(turn_id)
                 return IngestResult(existing, False)
         encoding = session.encoding
-        rows = _message_rows(project=project, messages=context.messages, encoding=encoding)
-        system = _system_row(project=project, context=context, encoding=encoding)
-        toolset = _toolset_row(project=project, context=context, encoding=encoding)
+        index = session.turn_count
+        previous = (
+            Turn.objects.filter(session=session, index=index - 1)
+            .only("id", "index", "total_tokens", "created_at")
+            .first()
+            if index > 0
+            else None
+        )
+        recent = _recent_get(
+            session.pk, (previous.pk, previous.created_at) if previous is not None else None
+        )
+        stored = _message_rows(
+            project=project, messages=context.messages, encoding=encoding, recent=recent
+        )
+        system_parts, tools = tuple(context.system), tuple(context.tools)
+        if recent is not None and _typed_equal(system_parts, recent.system):
+            system = recent.system_row
+        else:
+            system = _system_row(project=project, context=context, encoding=encoding)
+        if recent is not None and _typed_equal(tools, recent.tools):
+            toolset = recent.toolset
+        else:
+            toolset = _toolset_row(project=project, context=context, encoding=encoding)
         regions = sum_regions(
             [
                 {"system": REQUEST_OVERHEAD},
                 system.counts[encoding]["regions"] if system else {},
                 {"tools": toolset.counts[encoding]} if toolset else {},
-                *(row.counts[encoding]["regions"] for row in rows),
+                stored.cumulative[-1],
             ]
         )
         counted = sum(regions.values())
@@ -276,20 +445,27 @@ def turn_ingest(
         if reported is not None and reported > counted:
             regions["unattributed"] = reported - counted
         total = sum(regions.values())
-        index = session.turn_count
-        previous = selectors.turn_previous(session=session, index=index)
-        ids = [row.id for row in rows]
-        shared, tail, keyframe = _delta(
-            selectors.turn_message_ids(session=session, index=index - 1) if previous else [],
-            ids,
-            index,
-        )
+        ids = stored.ids
+        if recent is not None:
+            previous_ids = recent.ids
+        elif previous is not None:
+            previous_ids = selectors.turn_message_ids(session=session, index=index - 1)
+        else:
+            previous_ids = []
+        shared, tail, keyframe = _delta(previous_ids, ids, index)
         turn_events = [dict(e) for e in events]
+        from ctxweb.contexts import operations  # builds on this module's helpers
+
+        applied, applied_event = operations.turn_operation_event(
+            session=session, index=index, message_ids=ids, system_id=system.id if system else None
+        )
+        if applied_event is not None:
+            turn_events.append(applied_event)
         if (
             previous is not None
             and previous.total_tokens
             and (total < previous.total_tokens * (1 - COMPACTION_DROP))
-            and not any(e.get("type") == "compaction" for e in turn_events)
+            and not any(e.get("type") in ("compaction", "operation") for e in turn_events)
         ):
             turn_events.append(
                 {
@@ -326,6 +502,22 @@ def turn_ingest(
             usage=normalized,
             response=response,
             events=turn_events,
+            operation=applied,
+        )
+        _recent_put(
+            session.pk,
+            _Recent(
+                turn_key=(turn.pk, turn.created_at),
+                messages=tuple(context.messages),
+                hashes=stored.hashes,
+                ids=ids,
+                regions=stored.regions,
+                cumulative=stored.cumulative,
+                system=system_parts,
+                system_row=system,
+                tools=tools,
+                toolset=toolset,
+            ),
         )
         reserve = context.max_output_tokens or session.output_reserve
         usable = max(1, window - reserve)
@@ -345,6 +537,10 @@ def turn_ingest(
                 "compaction_count",
                 "output_reserve",
             ]
+        )
+        transaction.on_commit(lambda: live_events.turn_created(turn))
+        operations.operation_auto_after_turn(
+            session=session, turn=turn, previous_total=previous.total_tokens if previous else None
         )
     return IngestResult(turn, True)
 

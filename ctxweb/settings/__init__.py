@@ -166,6 +166,9 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# Embedded shape: operations run in a background thread after commit, so the request returns at
+# once and progress streams live. Tests set this to run them synchronously on commit instead.
+CTXWEB_TASKS_INLINE = envbool("CTXWEB_TASKS_INLINE", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
@@ -10,6 +11,7 @@ from django.test import Client
 
 from ctxweb.accounts.models import ApiKey, Membership, Project
 from ctxweb.accounts.services import hash_key
+from ctxweb.contexts.models import Session, Turn
 
 pytestmark = pytest.mark.django_db
 
@@ -61,11 +63,26 @@ def test_create_api_key_prints_the_key_alone_on_its_last_line() -> None:
     assert key.role == "operator"
 
 
-def test_seed_demo_creates_a_login_a_project_and_a_key(settings: object, tmp_path: object) -> None:
+def test_seed_demo_creates_a_login_a_project_a_key_and_sessions(
+    settings: object, tmp_path: object
+) -> None:
     settings.DATA_DIR = tmp_path  # type: ignore[attr-defined]
     out = io.StringIO()
     call_command("seed_demo", "--if-empty", stdout=out)
-    assert Project.objects.filter(name="demo").exists()
-    assert "Log in as admin" in out.getvalue()
+    project = Project.objects.get(name="demo")
+    printed = out.getvalue()
+    assert "Log in as admin" in printed
+    assert "/api/v1/sessions/my-first-session/turns" in printed
+    credentials = json.loads((tmp_path / "demo-credentials.json").read_text())  # type: ignore[operator]
+    assert f"Bearer {credentials['api_key']}" in printed
+    sessions = {s.external_id: s for s in Session.objects.filter(project=project)}
+    assert set(sessions) == {"coding-agent", "compacted-agent", "near-limit", "claude-coder"}
+    for session in sessions.values():
+        turns = list(Turn.objects.filter(session=session))
+        assert len(turns) == session.turn_count >= 50
+        assert all(sum(t.regions.values()) == t.total_tokens for t in turns)
+    assert sessions["compacted-agent"].compaction_count == 1
+    assert sessions["near-limit"].last_fill > 0.85
+    assert sessions["claude-coder"].format == "anthropic-messages"
     call_command("seed_demo", "--if-empty", stdout=io.StringIO())
     assert Project.objects.count() == 1

@@ -1,0 +1,219 @@
+"""The REST API of operations and managed contexts: apply a strategy, follow it, undo it, fetch
+the context to send next, and set a session's automatic policy. Only operators apply, undo and
+set policies; viewers and ingest keys are told so (403), outsiders see nothing (404)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compaction.messages import Context, render
+from compaction.regions import part_placeholder
+from ctxweb.accounts.access import Access
+from ctxweb.accounts.models import ApiKey
+from ctxweb.apierrors import ApiError
+from ctxweb.contexts import operations, selectors
+from ctxweb.contexts.apis import (
+    SessionDetailApi,
+    not_found,
+    require_access,
+    require_session,
+    session_data,
+)
+from ctxweb.contexts.models import Operation
+
+
+def require_operator(access: Access) -> None:
+    if not access.can_operate:
+        raise ApiError(
+            "Only operators may do this: ask a project admin for the operator role, or use an"
+            " operator API key (ingest keys post and read only).",
+            code="permission_denied",
+            status_code=status.HTTP_403_FORBIDDEN,
+        )
+
+
+def actor_of(request: Request) -> Any:
+    """The API key or the dashboard user behind a request."""
+    return request.auth if isinstance(request.auth, ApiKey) else request.user
+
+
+def conflict(message: str, field: str = "session") -> ApiError:
+    return ApiError(
+        message, code="conflict", status_code=status.HTTP_409_CONFLICT, fields={field: message}
+    )
+
+
+def operation_data(operation: Operation) -> dict[str, Any]:
+    return {
+        "id": operation.pk,
+        "session": operation.session.external_id,
+        "strategy": operation.strategy,
+        "params": operation.params,
+        "status": operation.status,
+        "automatic": operation.automatic,
+        "progress": operation.progress,
+        "result": operation.result,
+        "error": operation.error or None,
+        "attempts": operation.attempts,
+        "base_version": operation.base_version,
+        "result_version": operation.result_version,
+        "created_at": operation.created_at,
+        "started_at": operation.started_at,
+        "finished_at": operation.finished_at,
+        "undone_at": operation.undone_at,
+    }
+
+
+class OperationInput(serializers.Serializer):  # type: ignore[type-arg]
+    strategy = serializers.CharField(max_length=64)
+    params = serializers.DictField(required=False, allow_null=True)
+
+
+class OperationCreatedOutput(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    url = serializers.CharField()
+
+
+class OperationCreateApi(APIView):
+    """Apply ``{"strategy", "params"}`` to the session's managed context in the background."""
+
+    @extend_schema(request=OperationInput, responses={202: OperationCreatedOutput})
+    def post(self, request: Request, external_id: str) -> Response:
+        access = require_access(request)
+        session = require_session(access, external_id)
+        require_operator(access)
+        data = OperationInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            operation = operations.operation_create(
+                session=session,
+                strategy=data.validated_data["strategy"],
+                params=data.validated_data.get("params") or {},
+                actor=actor_of(request),
+            )
+        except operations.OperationConflict as exc:
+            raise conflict(str(exc)) from None
+        operation.refresh_from_db(fields=["status"])
+        return Response(
+            {
+                "id": operation.pk,
+                "status": operation.status,
+                "url": f"/api/v1/operations/{operation.pk}",
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+def require_operation(access: Access, operation_id: int) -> Operation:
+    operation = selectors.operation_get(project=access.project, operation_id=operation_id)
+    if operation is None:
+        raise not_found(f"Operation {operation_id}")
+    return operation
+
+
+class OperationDetailApi(APIView):
+    """An operation's status, progress, result stats and error."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, operation_id: int) -> Response:
+        operation = require_operation(require_access(request), operation_id)
+        return Response(operation_data(operation))
+
+
+class OperationUndoApi(APIView):
+    """Bring the managed context back to what it was before the operation (a new version)."""
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request, operation_id: int) -> Response:
+        access = require_access(request)
+        operation = require_operation(access, operation_id)
+        require_operator(access)
+        try:
+            restored = operations.operation_undo(operation=operation, actor=actor_of(request))
+        except operations.UndoRefused as exc:
+            raise conflict(str(exc), "operation") from None
+        operation.refresh_from_db()
+        return Response({"operation": operation_data(operation), "version": restored.version})
+
+
+def artifact_pointers(context: Context) -> list[dict[str, Any]]:
+    """The artifacts a context points at (``[EXTERNALIZED:<id>]`` and the like), in order."""
+    seen: dict[str, dict[str, Any]] = {}
+    parts = [*context.system, *(p for m in context.messages for p in m.parts)]
+    for part in parts:
+        placeholder = part_placeholder(part)
+        if (
+            placeholder is not None
+            and placeholder.artifact_id
+            and placeholder.artifact_id not in seen
+        ):
+            key = placeholder.artifact_id
+            if key.startswith("content_") and len(key) == 72:  # LLM4S: content_<sha256>
+                key = key.removeprefix("content_")
+            seen[placeholder.artifact_id] = {
+                "id": placeholder.artifact_id,
+                "key": key,
+                "kind": placeholder.kind,
+                "url": f"/api/v1/artifacts/{key}",
+            }
+    return list(seen.values())
+
+
+class ManagedContextApi(APIView):
+    """The managed context, in the session's format, ready to send. ``ETag`` and
+    ``If-None-Match`` let an agent poll it cheaply (304 when unchanged)."""
+
+    @extend_schema(responses={200: dict, 304: None})
+    def get(self, request: Request, external_id: str) -> Response:
+        session = require_session(require_access(request), external_id)
+        try:
+            state = operations.managed_context(session=session)
+        except operations.NoContext:
+            raise not_found(f"A context of session {external_id!r} (no turns yet)") from None
+        headers = {"ETag": state.etag, "Cache-Control": "private, no-cache"}
+        given = request.headers.get("If-None-Match", "")
+        if state.etag in [tag.strip() for tag in given.split(",")]:
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
+        return Response(
+            {
+                "session": session.external_id,
+                "format": state.context.format,
+                "version": state.version,
+                "turn": state.turn_index,
+                "source": "operation" if state.current else "turn",
+                "operation_id": state.operation_id,
+                "total_tokens": state.total_tokens,
+                "request": render(state.context),
+                "artifacts": artifact_pointers(state.context),
+            },
+            headers=headers,
+        )
+
+
+class SessionPolicyInput(serializers.Serializer):  # type: ignore[type-arg]
+    policy = serializers.DictField()
+
+
+class SessionApi(SessionDetailApi):
+    """``sessions/{external_id}``: GET reads the session; PATCH sets its ``policy`` (operators):
+    ``{"policy": {"auto": {"strategy", "params", "enabled"}}}`` applies ``strategy`` by itself
+    when a turn crosses the compaction trigger."""
+
+    @extend_schema(request=SessionPolicyInput, responses={200: dict})
+    def patch(self, request: Request, external_id: str) -> Response:
+        access = require_access(request)
+        session = require_session(access, external_id)
+        require_operator(access)
+        data = SessionPolicyInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        session = operations.session_policy_set(
+            session=session, policy=data.validated_data["policy"]
+        )
+        return Response({**session_data(session), "policy": session.policy})

@@ -1,0 +1,219 @@
+"""The REST API of strategies, previews and artifacts: list the strategies, preview a plan on a
+posted request or on a session's context, download an artifact. A preview writes nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compaction.messages import FORMATS, parse
+from ctxweb.apierrors import ApiError
+from ctxweb.contexts import planning, selectors
+from ctxweb.contexts.apis import not_found, require_access, require_session
+from ctxweb.contexts.counting import encoding_for
+
+# --- shapes -----------------------------------------------------------------------------------
+
+
+class ParamOutput(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField()
+    type = serializers.ChoiceField(choices=["int", "float", "bool", "str", "str-list"])
+    default = serializers.JSONField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+    choices = serializers.ListField(child=serializers.JSONField(), allow_null=True)
+    help = serializers.CharField()
+
+
+class StrategyOutput(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    description = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]
+    params = ParamOutput(many=True)
+
+
+class PreviewInput(serializers.Serializer):  # type: ignore[type-arg]
+    format = serializers.ChoiceField(choices=FORMATS)
+    request = serializers.DictField()
+    strategy = serializers.CharField(max_length=64)
+    params = serializers.DictField(required=False, allow_null=True)
+
+
+class SessionPreviewInput(serializers.Serializer):  # type: ignore[type-arg]
+    strategy = serializers.CharField(max_length=64)
+    params = serializers.DictField(required=False, allow_null=True)
+    turn = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class TotalsOutput(serializers.Serializer):  # type: ignore[type-arg]
+    regions = serializers.DictField(child=serializers.IntegerField())
+    total = serializers.IntegerField()
+
+
+class EditOutput(serializers.Serializer):  # type: ignore[type-arg]
+    kind = serializers.CharField()
+    message_index = serializers.IntegerField()
+    part_index = serializers.IntegerField(allow_null=True)
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    tokens_saved = serializers.IntegerField()
+    detail = serializers.CharField()
+    artifact_id = serializers.CharField(allow_null=True)
+
+
+class ArtifactSummaryOutput(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    size = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    summary = serializers.CharField()
+
+
+class ContextOutput(serializers.Serializer):  # type: ignore[type-arg]
+    format = serializers.CharField()
+    request = serializers.DictField()
+
+
+class PlanOutput(serializers.Serializer):  # type: ignore[type-arg]
+    strategy = serializers.CharField()
+    params = serializers.DictField()
+    encoding = serializers.CharField()
+    context = ContextOutput()  # type: ignore[assignment]
+    before = TotalsOutput()
+    after = TotalsOutput()
+    tokens_saved = serializers.IntegerField()
+    regions_saved = serializers.DictField(child=serializers.IntegerField())
+    edits = EditOutput(many=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+    artifacts = ArtifactSummaryOutput(many=True)
+
+
+class SessionPlanOutput(PlanOutput):
+    session = serializers.CharField()
+    turn = serializers.IntegerField(allow_null=True)
+
+
+def _body(request: Request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise ApiError("The body must be a JSON object.", fields={"request": "expected an object"})
+    return request.data
+
+
+# --- views ------------------------------------------------------------------------------------
+
+
+class StrategyListApi(APIView):
+    """Every strategy: id, description, source, parameters with defaults and ranges."""
+
+    @extend_schema(responses={200: StrategyOutput(many=True)})
+    def get(self, request: Request) -> Response:
+        require_access(request)
+        return Response(planning.strategy_catalog())
+
+
+class PreviewApi(APIView):
+    """Stateless preview: the plan a strategy makes for a posted request. Writes nothing."""
+
+    @extend_schema(request=PreviewInput, responses={200: PlanOutput})
+    def post(self, request: Request) -> Response:
+        require_access(request)
+        data = PreviewInput(data=_body(request))
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        context = parse(body["format"], body["request"])
+        model = context.extra.get("model")
+        encoding, _ = encoding_for(model if isinstance(model, str) else None)
+        plan = planning.plan_for_context(
+            context=context,
+            strategy=body["strategy"],
+            params=body.get("params"),
+            encoding=encoding,
+        )
+        return Response({**planning.plan_to_json(plan), "encoding": encoding})
+
+
+class SessionPreviewApi(APIView):
+    """The plan a strategy makes for a session's latest context, or for turn ``turn``'s."""
+
+    @extend_schema(request=SessionPreviewInput, responses={200: SessionPlanOutput})
+    def post(self, request: Request, external_id: str) -> Response:
+        session = require_session(require_access(request), external_id)
+        data = SessionPreviewInput(data=_body(request))
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        turn = body.get("turn")
+        try:
+            context = planning.session_preview_context(session=session, turn=turn)
+        except planning.PreviewUnavailable as error:
+            raise ApiError(str(error), fields=error.fields()) from None
+        plan = planning.plan_for_context(
+            context=context,
+            strategy=body["strategy"],
+            params={
+                **planning.session_defaults(session=session, strategy=body["strategy"]),
+                **(body.get("params") or {}),
+            },
+            encoding=session.encoding,
+        )
+        return Response(
+            {
+                **planning.plan_to_json(plan),
+                "encoding": session.encoding,
+                "session": session.external_id,
+                "turn": turn,
+            }
+        )
+
+
+class PlainTextRenderer(BaseRenderer):
+    """Lets a client ask for ``text/plain``; errors are still the contract's JSON."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        if isinstance(data, bytes):
+            return data
+        if isinstance(data, str):
+            return data.encode("utf-8")
+        return json.dumps(data).encode("utf-8")
+
+
+class ArtifactDownloadApi(APIView):
+    """An artifact's full content as a plain-text download (never rendered by the browser)."""
+
+    renderer_classes = [JSONRenderer, PlainTextRenderer]
+
+    @extend_schema(
+        responses={
+            (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="the content"),
+        }
+    )
+    def get(self, request: Request, artifact_id: str) -> HttpResponse:
+        access = require_access(request)
+        artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
+        if artifact is None:
+            raise not_found("Artifact")
+        content = selectors.artifact_content(artifact=artifact)
+        response = HttpResponse(content.encode("utf-8"), content_type="text/plain; charset=utf-8")
+        name = re.sub(r"[^A-Za-z0-9_-]", "", artifact.key)[:16] or str(artifact.pk)
+        response["Content-Disposition"] = f'attachment; filename="artifact-{name}.txt"'
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Cache-Control"] = "private, no-store"
+        return response

@@ -1,0 +1,121 @@
+"""Live events: what a session's watchers hear over the WebSocket, sent through the channel layer.
+
+Every event goes to the group ``session-<pk>`` as one channel message ``{"type":
+"session.event", "event": {...}}``; the consumer forwards ``event`` as JSON. Publishing never
+raises: a dead or misconfigured channel layer costs a live update, never a stored turn or an
+operation's result, so errors are logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from ctxweb.contexts.models import Operation, Session, Turn
+
+logger = logging.getLogger(__name__)
+
+#: The event loop that serves the WebSockets of this process (set by the consumer). The in-memory
+#: layer's queues belong to it: a publish from a background thread must run there, or the loop
+#: would only notice the message when something else wakes it up.
+_SERVING_LOOP: asyncio.AbstractEventLoop | None = None
+
+
+def bind_serving_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Remember the loop that serves this process's WebSockets (for the in-memory layer)."""
+    global _SERVING_LOOP
+    _SERVING_LOOP = loop
+
+
+def _other_thread_of(loop: asyncio.AbstractEventLoop | None) -> bool:
+    if loop is None or not loop.is_running() or loop.is_closed():
+        return False
+    try:
+        return asyncio.get_running_loop() is not loop
+    except RuntimeError:  # no loop running in this thread
+        return True
+
+
+def session_group(session_id: int) -> str:
+    """The channel-layer group of a session's watchers."""
+    return f"session-{session_id}"
+
+
+def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
+    """Send ``message`` (with its ``type``) to the session's watchers; True when sent.
+
+    Never raises: failures are logged.
+    """
+    session_id = session if isinstance(session, int) else session.pk
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return False
+        group = session_group(session_id)
+        payload = {"type": "session.event", "event": dict(message)}
+        loop = _SERVING_LOOP
+        if isinstance(layer, InMemoryChannelLayer) and _other_thread_of(loop):
+            assert loop is not None
+            asyncio.run_coroutine_threadsafe(layer.group_send(group, payload), loop).result(5)
+        else:
+            async_to_sync(layer.group_send)(group, payload)
+    except Exception:
+        logger.exception("could not publish %s to session %s", message.get("type"), session_id)
+        return False
+    return True
+
+
+def turn_payload(turn: Turn) -> dict[str, Any]:
+    """A turn as the chart appends it (the shape of ``GET sessions/{id}/turns`` items)."""
+    return {
+        "index": turn.index,
+        "total_tokens": turn.total_tokens,
+        "regions": turn.regions,
+        "reported_input_tokens": turn.reported_input_tokens,
+        "events": turn.events,
+        "context_window": turn.context_window,
+        "max_output_tokens": turn.max_output_tokens,
+        "created_at": turn.created_at.isoformat() if turn.created_at else None,
+    }
+
+
+def turn_created(turn: Turn) -> bool:
+    """Announce a new turn."""
+    return publish(turn.session_id, {"type": "turn.created", "turn": turn_payload(turn)})
+
+
+def operation_payload(operation: Operation) -> dict[str, Any]:
+    return {
+        "id": operation.pk,
+        "strategy": operation.strategy,
+        "status": operation.status,
+        "automatic": operation.automatic,
+        "progress": operation.progress,
+        "result": operation.result,
+        "error": operation.error,
+    }
+
+
+def operation_progress(operation: Operation) -> bool:
+    """Announce an operation's progress (``{"stage", "done", "total"}``)."""
+    return publish(
+        operation.session_id,
+        {
+            "type": "operation.progress",
+            "operation": operation_payload(operation),
+            **operation.progress,
+        },
+    )
+
+
+def operation_finished(operation: Operation) -> bool:
+    """Announce an operation's end: succeeded (with its result) or failed (with its error)."""
+    return publish(
+        operation.session_id,
+        {"type": "operation.finished", "operation": operation_payload(operation)},
+    )

@@ -1,0 +1,9 @@
+"""WebSocket routes of the contexts app."""
+
+from django.urls import path
+
+from ctxweb.contexts.consumers import SessionConsumer
+
+websocket_urlpatterns = [
+    path("ws/sessions/<str:external_id>/", SessionConsumer.as_asgi()),
+]

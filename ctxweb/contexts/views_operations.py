@@ -1,0 +1,50 @@
+"""The apply form's page endpoint: an operator applies the previewed strategy and is sent back
+to the preview page, where a progress bar follows the operation live."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from compaction.errors import StrategyError
+from ctxweb.accounts.access import access_for_request
+from ctxweb.contexts import operations, selectors
+
+
+@login_required
+@require_POST
+def operation_apply(request: HttpRequest, external_id: str) -> HttpResponse:
+    """``POST /sessions/{external_id}/operations/`` with ``strategy`` and ``params`` (JSON)."""
+    access = access_for_request(request)
+    if access is None:
+        raise Http404("Project not found.")
+    session = selectors.session_get(project=access.project, external_id=external_id)
+    if session is None:
+        raise Http404("Session not found.")
+    if not access.can_operate:
+        return HttpResponseForbidden("Only operators may apply operations.")
+    preview = f"/sessions/{quote(external_id, safe='')}/preview/"
+    strategy = request.POST.get("strategy", "")
+    try:
+        params = json.loads(request.POST.get("params") or "{}")
+    except json.JSONDecodeError:
+        messages.error(request, "The parameters are not valid JSON.")
+        return redirect(f"{preview}?strategy={quote(strategy)}")
+    try:
+        operation = operations.operation_create(
+            session=session, strategy=strategy, params=params, actor=request.user
+        )
+    except StrategyError as exc:
+        messages.error(request, f"Not applied: {exc}")
+        return redirect(f"{preview}?strategy={quote(strategy)}")
+    except operations.OperationConflict as exc:
+        messages.error(request, str(exc))
+        active = exc.active.pk if exc.active is not None else ""
+        return redirect(f"{preview}?strategy={quote(strategy)}&operation={active}")
+    return redirect(f"{preview}?strategy={quote(strategy)}&operation={operation.pk}")

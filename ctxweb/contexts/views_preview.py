@@ -1,0 +1,339 @@
+"""Pages: a session's strategy preview (before and after, edits, warnings, apply) and an
+artifact's content. Both work without JavaScript; every piece of content is escaped."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from compaction.errors import StrategyError
+from compaction.regions import USED_REGIONS, RegionTotals
+from compaction.strategies import Plan
+from ctxweb.accounts.access import Access, access_for_request
+from ctxweb.contexts import planning, selectors
+from ctxweb.contexts.models import Operation, Session
+
+DEFAULT_STRATEGY = "ctxweb-auto"
+#: Characters of an artifact shown per page (about 100 KB of ASCII).
+ARTIFACT_PAGE_CHARS = 100_000
+TRUE = ("true", "on", "1", "yes")
+FALSE = ("false", "off", "0", "no")
+
+
+def _access(request: HttpRequest) -> Access:
+    access = access_for_request(request)
+    if access is None:  # a member of no project: nothing exists for them
+        raise Http404("Not found")
+    return access
+
+
+def _session(access: Access, external_id: str) -> Session:
+    session = selectors.session_get(project=access.project, external_id=external_id)
+    if session is None:
+        raise Http404("Session not found")
+    return session
+
+
+# --- the parameter form -----------------------------------------------------------------------
+
+
+@dataclass
+class Field:
+    """One parameter of the strategy as a form field."""
+
+    name: str
+    type: str
+    default: Any
+    min: float | None
+    max: float | None
+    choices: list[Any] | None
+    help: str
+    value: str
+    error: str = ""
+
+    @property
+    def input_id(self) -> str:
+        return f"param-{self.name}"
+
+    @property
+    def default_text(self) -> str:
+        return _text(self.default)
+
+    @property
+    def min_text(self) -> str:
+        return _text(self.min)
+
+    @property
+    def max_text(self) -> str:
+        return _text(self.max)
+
+
+def _text(value: Any) -> str:
+    """A parameter value as the form shows it."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _convert(spec: Mapping[str, Any], raw: str) -> Any:
+    """A submitted string as the parameter's type; raise :class:`StrategyError` if it is not."""
+    path = f"params.{spec['name']}"
+    kind = spec["type"]
+    text = raw.strip()
+    if kind == "str-list":
+        return [item.strip() for item in text.replace("\n", ",").split(",") if item.strip()]
+    if kind == "str":
+        return text
+    if text == "":
+        if spec["default"] is None:
+            return None
+        raise StrategyError(path, "must not be empty")
+    if kind == "bool":
+        if text.lower() in TRUE:
+            return True
+        if text.lower() in FALSE:
+            return False
+        raise StrategyError(path, "must be true or false")
+    try:
+        number = float(text.replace("_", ""))
+    except ValueError:
+        raise StrategyError(path, "must be a number") from None
+    if kind == "int":
+        if not number.is_integer():
+            raise StrategyError(path, "must be an integer")
+        return int(number)
+    return number
+
+
+@dataclass
+class Form:
+    fields: list[Field]
+    params: dict[str, Any]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _form(spec: Mapping[str, Any], query: Mapping[str, str], start: dict[str, Any]) -> Form:
+    """The strategy's fields, filled from ``query`` where given, else from ``start``."""
+    fields: list[Field] = []
+    params: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for param in spec["params"]:
+        name = param["name"]
+        value = _text(start.get(name, param["default"]))
+        error = ""
+        if name in query:
+            value = query[name]
+            try:
+                params[name] = _convert(param, value)
+            except StrategyError as problem:
+                error = errors[problem.path] = problem.reason
+        else:
+            params[name] = start.get(name, param["default"])
+        fields.append(
+            Field(
+                name=name,
+                type=param["type"],
+                default=param["default"],
+                min=param["min"],
+                max=param["max"],
+                choices=param["choices"],
+                help=param["help"],
+                value=value,
+                error=error,
+            )
+        )
+    return Form(fields, params, errors)
+
+
+# --- bars ---------------------------------------------------------------------------------------
+
+
+def _bar(totals: RegionTotals, *, window: int, reserve: int, scale: int) -> list[dict[str, Any]]:
+    """Stacked segments, bottom region first: each used region, then reserve and free."""
+    tokens = [(name, int(totals.regions.get(name, 0))) for name in USED_REGIONS]
+    if window:
+        tokens.append(("reserve", reserve))
+        tokens.append(("free", max(0, window - reserve - int(totals.total))))
+    return [
+        {"region": name, "tokens": count, "width": f"{100 * count / scale:.3f}"}
+        for name, count in tokens
+        if count > 0
+    ]
+
+
+def _comparison(plan: Plan, session: Session) -> dict[str, Any]:
+    window = session.context_window
+    reserve = min(session.output_reserve, window)
+    scale = max(window, int(plan.before.total) + reserve, int(plan.after.total) + reserve, 1)
+    saved = planning.regions_saved(plan)
+    rows = [
+        {
+            "region": name,
+            "before": plan.before.regions.get(name, 0),
+            "after": plan.after.regions.get(name, 0),
+            "saved": saved[name],
+        }
+        for name in USED_REGIONS
+        if plan.before.regions.get(name, 0) or plan.after.regions.get(name, 0)
+    ]
+    usable = max(0, window - reserve)
+    return {
+        "before": _bar(plan.before, window=window, reserve=reserve, scale=scale),
+        "after": _bar(plan.after, window=window, reserve=reserve, scale=scale),
+        "rows": rows,
+        "before_total": plan.before.total,
+        "after_total": plan.after.total,
+        "saved": plan.tokens_saved,
+        "added": -plan.tokens_saved,
+        "usable": usable,
+        "reserve": reserve,
+        "before_fill": f"{100 * plan.before.total / max(1, usable):.1f}",
+        "after_fill": f"{100 * plan.after.total / max(1, usable):.1f}",
+    }
+
+
+def _turn(raw: str | None) -> tuple[int | None, str]:
+    text = (raw or "").strip()
+    if not text:
+        return None, ""
+    if not text.isdigit():
+        return None, "must be a turn number (0 or more), or empty for the latest"
+    return int(text), ""
+
+
+def _operation(access: Access, session: Session, raw: str | None) -> Operation | None:
+    """The operation the Apply form just queued (its id comes back in the query), if any."""
+    if not raw or not raw.isdigit() or len(raw) > 18:
+        return None
+    operation = selectors.operation_get(project=access.project, operation_id=int(raw))
+    if operation is None or operation.session_id != session.pk:
+        return None
+    return operation
+
+
+@login_required
+def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
+    """Pick a strategy, tune it, see before and after; operators may apply it."""
+    access = _access(request)
+    session = _session(access, external_id)
+    catalog = planning.strategy_catalog()
+    by_id = {entry["id"]: entry for entry in catalog}
+    errors: dict[str, str] = {}
+
+    strategy_id = request.GET.get("strategy") or (
+        DEFAULT_STRATEGY if DEFAULT_STRATEGY in by_id else catalog[0]["id"]
+    )
+    if strategy_id not in by_id:
+        errors["strategy"] = f"unknown strategy {strategy_id!r}"
+        strategy_id = DEFAULT_STRATEGY if DEFAULT_STRATEGY in by_id else catalog[0]["id"]
+    spec = by_id[strategy_id]
+    turn, turn_error = _turn(request.GET.get("turn"))
+    if turn_error:
+        errors["turn"] = turn_error
+
+    form = _form(
+        spec, request.GET, planning.session_defaults(session=session, strategy=strategy_id)
+    )
+    errors.update(form.errors)
+
+    context = None
+    plan = None
+    if not errors:
+        try:
+            context = planning.session_preview_context(session=session, turn=turn)
+        except planning.PreviewUnavailable as problem:
+            errors[problem.path] = problem.reason
+    if context is not None and not errors:
+        try:
+            plan = planning.plan_for_context(
+                context=context,
+                strategy=strategy_id,
+                params=form.params,
+                encoding=session.encoding,
+            )
+        except StrategyError as problem:
+            errors[problem.path] = problem.reason
+            for item in form.fields:
+                if problem.path == f"params.{item.name}":
+                    item.error = problem.reason
+
+    page: dict[str, Any] = {
+        "session": session,
+        "catalog": catalog,
+        "strategy": spec,
+        "form": form,
+        "turn": turn,
+        "turn_text": request.GET.get("turn", ""),
+        "last_turn": max(0, session.turn_count - 1),
+        "errors": errors,
+        "plan": plan,
+        "can_operate": access.can_operate,
+        "operation": _operation(access, session, request.GET.get("operation")),
+    }
+    if plan is not None and context is not None:
+        stored = selectors.artifact_keys_stored(
+            project=access.project, keys=[a.id for a in plan.artifacts]
+        )
+        page["comparison"] = _comparison(plan, session)
+        page["edits"] = [
+            {
+                "number": number,
+                **planning.edit_to_json(edit),
+                "role": planning.edit_role(context, edit),
+                "excerpt": planning.edit_excerpt(context, edit),
+                "artifact_stored": edit.artifact_id in stored,
+            }
+            for number, edit in enumerate(plan.edits, start=1)
+        ]
+        page["apply_params"] = json.dumps(
+            {k: list(v) if isinstance(v, tuple) else v for k, v in plan.params.items()}
+        )
+    return render(request, "contexts/preview.html", page)
+
+
+# --- artifacts ----------------------------------------------------------------------------------
+
+
+@login_required
+def artifact_detail(request: HttpRequest, artifact_id: str) -> HttpResponse:
+    """An artifact's metadata and its content, escaped, in pages of 100,000 characters."""
+    access = _access(request)
+    artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
+    if artifact is None:
+        raise Http404("Artifact not found")
+    chars = int(getattr(artifact, "content_chars", 0) or 0)
+    pages = max(1, -(-chars // ARTIFACT_PAGE_CHARS))
+    try:
+        number = int(request.GET.get("page", "1"))
+    except ValueError:
+        number = 1
+    number = min(max(1, number), pages)
+    start = (number - 1) * ARTIFACT_PAGE_CHARS
+    content = selectors.artifact_content(artifact=artifact, start=start, length=ARTIFACT_PAGE_CHARS)
+    return render(
+        request,
+        "contexts/artifact.html",
+        {
+            "artifact": artifact,
+            "content": content,
+            "chars": chars,
+            "page": number,
+            "pages": pages,
+            "first_char": start + 1 if chars else 0,
+            "last_char": start + len(content),
+            "previous_page": number - 1 if number > 1 else None,
+            "next_page": number + 1 if number < pages else None,
+        },
+    )

@@ -1,0 +1,201 @@
+/* ctxweb live updates: one WebSocket per session page.
+
+   Included as <script src=".../live.js" data-session="<external_id>" defer></script>.
+   - turn.created        -> window.ctxwebChart.appendTurn(turn) when the chart is on the page
+   - operation.progress  -> the [data-operation-progress] bar (created inside [data-operation]
+                            when the page has only that), with the stage as text
+   - operation.finished  -> the result or error in the operation's status element; the page that
+                            follows this operation (?operation=<id>) reloads to show it in full
+   Reconnects with exponential backoff (1 s doubling to 30 s, with jitter) and, after a
+   reconnect, catches up by fetching the session's turns (GET /api/v1/sessions/{id}/turns) and
+   calling window.ctxwebChart.setTurns. A close with 4401 or 4404 (not logged in, not a member)
+   is final. Message content is only ever set as text, never as HTML. */
+(function () {
+  "use strict";
+
+  var script = document.currentScript;
+  var sessionId = script && script.getAttribute("data-session");
+  if (!sessionId || !("WebSocket" in window)) return;
+
+  var MIN_DELAY = 1000;
+  var MAX_DELAY = 30000;
+  var PING_EVERY = 25000;
+  var FINAL_CODES = { 4401: true, 4403: true, 4404: true };
+
+  var attempts = 0;
+  var opened = false;
+  var socket = null;
+  var ping = null;
+  var followed = new URLSearchParams(window.location.search).get("operation");
+
+  function chart() {
+    return window.ctxwebChart || null;
+  }
+
+  function announce(text) {
+    var region = document.getElementById("chart-live") || document.querySelector("[data-live-status]");
+    if (region) region.textContent = text;
+  }
+
+  function socketUrl() {
+    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    return scheme + window.location.host + "/ws/sessions/" + encodeURIComponent(sessionId) + "/";
+  }
+
+  function catchUp() {
+    var c = chart();
+    if (!c || typeof c.setTurns !== "function") return;
+    fetch("/api/v1/sessions/" + encodeURIComponent(sessionId) + "/turns", {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    })
+      .then(function (response) {
+        return response.ok ? response.json() : null;
+      })
+      .then(function (turns) {
+        if (Array.isArray(turns)) c.setTurns(turns);
+      })
+      .catch(function () {
+        /* the next reconnect tries again */
+      });
+  }
+
+  function statusElement(operationId) {
+    var el = document.querySelector('[data-operation="' + operationId + '"]');
+    return el || document.querySelector("[data-operation]:not([data-operation=''])");
+  }
+
+  function progressBar(operationId) {
+    var bar = document.querySelector("[data-operation-progress]");
+    if (bar) return bar;
+    var status = statusElement(operationId);
+    if (!status) return null;
+    bar = document.createElement("progress");
+    bar.setAttribute("data-operation-progress", String(operationId));
+    status.appendChild(document.createTextNode(" "));
+    status.appendChild(bar);
+    return bar;
+  }
+
+  function onProgress(message) {
+    var op = message.operation || {};
+    var bar = progressBar(op.id);
+    if (bar) {
+      if (bar.tagName === "PROGRESS") {
+        bar.max = message.total || 1;
+        bar.value = message.done || 0;
+      } else {
+        bar.style.setProperty("--progress", String((message.done || 0) / (message.total || 1)));
+      }
+      bar.setAttribute("aria-valuetext", message.stage || "");
+      bar.title = message.stage || "";
+    }
+    var label = document.querySelector("[data-operation-stage]");
+    if (label) label.textContent = message.stage || "";
+    announce("Operation " + op.id + ": " + (message.stage || "running"));
+  }
+
+  function onFinished(message) {
+    var op = message.operation || {};
+    var status = statusElement(op.id);
+    var text;
+    if (op.status === "succeeded" && op.result) {
+      text =
+        "Operation " + op.id + " (" + op.strategy + ") succeeded: " + op.result.tokens_before +
+        " → " + op.result.tokens_after + " tokens, managed context version " + op.result.version + ".";
+    } else {
+      text = "Operation " + op.id + " (" + op.strategy + ") failed: " + (op.error || "unknown error");
+    }
+    if (status) {
+      status.textContent = text;
+      status.setAttribute("data-operation-status", op.status || "");
+    }
+    announce(text);
+    if (followed && String(op.id) === followed) {
+      window.setTimeout(function () {
+        window.location.reload();
+      }, 800);
+    }
+  }
+
+  function checkFollowed() {
+    // The operation may have finished before this socket opened: ask once.
+    if (!followed) return;
+    var status = statusElement(followed);
+    if (!status || !/queued|running/.test(status.textContent)) return;
+    fetch("/api/v1/operations/" + encodeURIComponent(followed), {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    })
+      .then(function (response) {
+        return response.ok ? response.json() : null;
+      })
+      .then(function (op) {
+        if (op && (op.status === "succeeded" || op.status === "failed")) {
+          onFinished({ operation: op });
+        }
+      })
+      .catch(function () {});
+  }
+
+  function onMessage(event) {
+    var message;
+    try {
+      message = JSON.parse(event.data);
+    } catch (e) {
+      return;
+    }
+    if (message.type === "turn.created") {
+      var c = chart();
+      if (c && typeof c.appendTurn === "function") c.appendTurn(message.turn);
+      announce("Turn " + message.turn.index + ": " + message.turn.total_tokens + " tokens");
+    } else if (message.type === "operation.progress") {
+      onProgress(message);
+    } else if (message.type === "operation.finished") {
+      onFinished(message);
+    } else if (message.type === "operation.undone") {
+      announce("Operation " + (message.operation || {}).id + " undone: version " + message.version);
+    }
+  }
+
+  function schedule() {
+    var delay = Math.min(MAX_DELAY, MIN_DELAY * Math.pow(2, attempts));
+    attempts += 1;
+    delay = delay / 2 + Math.random() * (delay / 2); // jitter: never a thundering herd
+    window.setTimeout(connect, delay);
+  }
+
+  function connect() {
+    try {
+      socket = new WebSocket(socketUrl());
+    } catch (e) {
+      schedule();
+      return;
+    }
+    socket.onopen = function () {
+      var reconnected = opened;
+      opened = true;
+      attempts = 0;
+      if (reconnected) catchUp();
+      checkFollowed();
+      ping = window.setInterval(function () {
+        if (socket && socket.readyState === WebSocket.OPEN) socket.send('{"type":"ping"}');
+      }, PING_EVERY);
+    };
+    socket.onmessage = onMessage;
+    socket.onclose = function (event) {
+      if (ping) window.clearInterval(ping);
+      ping = null;
+      if (FINAL_CODES[event.code]) return;
+      schedule();
+    };
+  }
+
+  window.ctxwebLive = {
+    session: sessionId,
+    state: function () {
+      return socket ? socket.readyState : -1;
+    },
+  };
+  connect();
+})();

@@ -1,0 +1,425 @@
+"""Importing transcript files through the ``import_transcript`` command and ``POST /api/v1/import``:
+every real transcript becomes sessions of turns, counted, idempotent and kept in its project."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.core.management.base import OutputWrapper
+
+from compaction.messages import message_to_dict
+from compaction.transcripts import ImportedSession, parse_transcript
+from compaction.usage import normalize_usage
+from ctxweb.contexts import importing
+from ctxweb.contexts.importing import transcript_import
+from ctxweb.contexts.management.commands.import_transcript import ProgressBar
+from ctxweb.contexts.models import Session, Turn
+from tests.ctxweb.conftest import World
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    """The personas' passwords hashed cheaply: PBKDF2 would cost every test here 1.5 s."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# (file, transcript format, turns per session, turns with reported usage, compaction events the
+# parser emitted, what the format does not record) — verified by hand against the raw files (the
+# same turn counts as tests/compaction/test_transcripts.py).
+EXPECTED: list[tuple[str, str, list[int], int, int, list[str]]] = [
+    ("anthropic-messages/claude-trace-traffic.jsonl", "anthropic-messages", [14, 3, 47], 64, 3, []),
+    ("claude-code/agentcmd-session-five.jsonl", "claude-code", [4], 3, 0, ["system", "tools"]),
+    ("claude-code/agentcmd-session-four.jsonl", "claude-code", [30], 30, 0, ["system", "tools"]),
+    ("claude-code/agentcmd-session-two.jsonl", "claude-code", [11], 11, 0, ["system", "tools"]),
+    ("claude-code/image-message.jsonl", "claude-code", [1], 0, 0, ["system", "tools"]),
+    (
+        "claude-code/sniffly-ai-music-ba79134d.jsonl",
+        "claude-code",
+        [24],
+        24,
+        0,
+        ["system", "tools"],
+    ),
+    (
+        "claude-code/sniffly-ai-music-d3ad4cdc.jsonl",
+        "claude-code",
+        [62],
+        62,
+        0,
+        ["system", "tools"],
+    ),
+    ("claude-code/sniffly-ai-music-fed8ce56.jsonl", "claude-code", [4], 4, 0, ["system", "tools"]),
+    ("claude-code/viewer-sample-1af7fc5e.jsonl", "claude-code", [7], 7, 0, ["system", "tools"]),
+    (
+        "claude-code/viewer-sample-5c0375b4.jsonl",
+        "claude-code",
+        [10, 3, 7],
+        20,
+        0,
+        ["system", "tools"],
+    ),
+    (
+        "claude-code/viewer-sample-fe5e1c67.jsonl",
+        "claude-code",
+        [9, 9, 34, 40, 25, 53],
+        170,
+        0,
+        ["system", "tools"],
+    ),
+    ("codex/agentcmd-rollout-0924-1922.jsonl", "codex", [132], 132, 0, ["system", "tools"]),
+    ("codex/agentcmd-rollout-0924-2012.jsonl", "codex", [18], 18, 0, ["system", "tools"]),
+    ("codex/agentcmd-rollout-0925-0949.jsonl", "codex", [85], 85, 0, ["system", "tools"]),
+    ("openhands/multi-swe-bench-output.jsonl", "openhands", [23, 33, 49], 105, 0, []),
+    ("openhands/resolver-output.jsonl", "openhands", [4, 22], 0, 0, ["system", "tools"]),
+    ("swe-agent/ctf-crypto-katy.traj", "swe-agent", [18], 0, 0, ["tools"]),
+    ("swe-agent/ctf-web-i-got-id.traj", "swe-agent", [21], 0, 0, ["tools"]),
+    ("swe-agent/marshmallow-1867-function-calling.traj", "swe-agent", [13], 0, 0, ["tools"]),
+    ("swe-agent/pydicom-1458.traj", "swe-agent", [12], 0, 0, ["tools"]),
+]
+TAU = "openai-chat/tau-bench-gpt-4o-airline.json"
+FILES = [row[0] for row in EXPECTED]
+
+
+def expected(relative: str) -> tuple[str, list[int], int, int, list[str]]:
+    [row] = [row for row in EXPECTED if row[0] == relative]
+    return row[1:]
+
+
+def parsed(folder: Path, relative: str) -> list[ImportedSession]:
+    path = folder / relative
+    return parse_transcript(path.read_bytes(), name=path.name)
+
+
+def command(*args: str, **options: Any) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("import_transcript", *args, stdout=out, stderr=err, **options)
+    return out.getvalue(), err.getvalue()
+
+
+def count(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def total_of(session: ImportedSession) -> int:
+    return len(session.turns)
+
+
+def upload(world: World, data: bytes, name: str, key: str | None = None, **fields: str) -> Any:
+    return world.api(key or world.ingest_key).post(
+        "/api/v1/import",
+        {"file": SimpleUploadedFile(name, data), **fields},
+        format="multipart",
+    )
+
+
+def stored_turns(world: World, prefix: str = "") -> int:
+    return Turn.objects.filter(
+        session__project=world.project, session__external_id__startswith=prefix
+    ).count()
+
+
+def assert_stored(world: World, sessions: list[ImportedSession], prefix: str = "") -> None:
+    """Every imported session and turn is stored as the parser rebuilt it."""
+    for imported in sessions:
+        session = Session.objects.get(
+            project=world.project, external_id=prefix + imported.external_id
+        )
+        assert session.source == imported.source
+        assert session.format == imported.format
+        assert session.turn_count == len(imported.turns)
+        turns = list(Turn.objects.filter(session=session).order_by("index"))
+        assert len(turns) == len(imported.turns)
+        compactions = 0
+        for index, (turn, stored) in enumerate(zip(imported.turns, turns, strict=True)):
+            assert stored.index == index
+            assert stored.turn_id == f"import:{index}"
+            assert sum(stored.regions.values()) == stored.total_tokens
+            assert stored.unknown == sorted(turn.unknown)
+            if turn.usage:
+                assert stored.reported_input_tokens == turn.usage["input_tokens"]
+                assert stored.usage == dict(turn.usage)
+            else:
+                assert stored.reported_input_tokens is None
+            # The parser's events come first; ingestion may add a detected compaction after them.
+            assert stored.events[: len(turn.events)] == [dict(e) for e in turn.events]
+            assert stored.response == ([message_to_dict(m) for m in turn.response] or None)
+            compactions += sum(1 for e in stored.events if e["type"] == "compaction")
+        assert session.compaction_count == compactions
+
+
+def assert_counts(world: World, relative: str, sessions: list[ImportedSession]) -> None:
+    """The hand-counted numbers: turns per session, turns with usage, parser events, unknowns."""
+    _, turns, with_usage, events, unknown = expected(relative)
+    assert [len(s.turns) for s in sessions] == turns
+    stored = Turn.objects.filter(session__project=world.project)
+    assert stored.count() == sum(turns)
+    assert stored.filter(reported_input_tokens__isnull=False).count() == with_usage
+    emitted = [e for t in stored for e in t.events if e.get("source") != "detected"]
+    assert len(emitted) == events
+    assert {tuple(t.unknown) for t in stored} == {tuple(unknown)}
+
+
+def test_every_transcript_file_is_covered(transcripts: Path) -> None:
+    files = {
+        str(p.relative_to(transcripts)) for p in transcripts.glob("*/*") if p.name != "README.md"
+    }
+    assert files == set(FILES) | {TAU}
+
+
+@pytest.mark.parametrize("relative", FILES)
+def test_the_command_imports_each_transcript(
+    world: World, transcripts: Path, relative: str
+) -> None:
+    sessions = parsed(transcripts, relative)
+    out, err = command(str(transcripts / relative), project="alpha")
+    assert_counts(world, relative, sessions)
+    assert_stored(world, sessions)
+    for imported in sessions:
+        session = Session.objects.get(external_id=imported.external_id)
+        peak = max(t.total_tokens for t in session.turns.all())
+        line = (
+            f"{imported.external_id}: {count(len(imported.turns), 'turn')}, peak {peak:,} tokens, "
+            f"{count(session.compaction_count, 'compaction')}"
+        )
+        assert line in out.splitlines()
+    total = sum(len(s.turns) for s in sessions)
+    assert f"{Path(relative).name}: {total}/{total} turns (100%)" in err  # not a TTY: plain lines
+    assert f"{count(total, 'turn')} imported, 0 already there" in out
+
+    again, _ = command(str(transcripts / relative), project="alpha")
+    assert stored_turns(world) == total
+    assert f"0 turns imported, {total} already there" in again
+    assert f"{sessions[0].external_id}: 0 turns ({total_of(sessions[0])} already imported)" in again
+
+
+@pytest.mark.parametrize("relative", FILES)
+def test_the_api_imports_each_transcript(world: World, transcripts: Path, relative: str) -> None:
+    sessions = parsed(transcripts, relative)
+    path = transcripts / relative
+    response = upload(world, path.read_bytes(), path.name)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["format"] == expected(relative)[0]
+    assert [(s["external_id"], s["turns"], s["skipped"]) for s in body["sessions"]] == [
+        (s.external_id, len(s.turns), 0) for s in sessions
+    ]
+    assert_counts(world, relative, sessions)
+    assert_stored(world, sessions)
+
+    again = upload(world, path.read_bytes(), path.name).json()
+    assert [(s["turns"], s["skipped"]) for s in again["sessions"]] == [
+        (0, len(s.turns)) for s in sessions
+    ]
+    assert stored_turns(world) == sum(len(s.turns) for s in sessions)
+
+    outsider = world.api(world.outsider_key)
+    external_id = sessions[0].external_id
+    assert outsider.get(f"/api/v1/sessions/{external_id}").status_code == 404
+    assert outsider.get(f"/api/v1/sessions/{external_id}/turns").status_code == 404
+    assert outsider.get("/api/v1/sessions").json()["count"] == 0
+    owner = world.api(world.ingest_key)
+    assert owner.get("/api/v1/sessions").json()["count"] == len(sessions)
+
+
+@pytest.mark.slow
+def test_the_command_imports_tau_bench(world: World, transcripts: Path) -> None:
+    sessions = parsed(transcripts, TAU)
+    out, _ = command(str(transcripts / TAU), project="alpha", prefix="tau/")
+    assert len(sessions) == 200
+    assert Session.objects.filter(project=world.project).count() == 200
+    assert stored_turns(world, "tau/") == 2454 == sum(len(s.turns) for s in sessions)
+    first = Session.objects.get(external_id="tau/task-0-trial-0")
+    assert (first.source, first.format) == ("openai-chat", "openai-chat")
+    assert not Turn.objects.filter(reported_input_tokens__isnull=False).exists()  # no usage
+    assert {tuple(u) for u in Turn.objects.values_list("unknown", flat=True)} == {("tools",)}
+    assert_stored(world, sessions, prefix="tau/")
+    assert "200 sessions, 2,454 turns imported, 0 already there" in out
+
+
+@pytest.mark.slow
+def test_the_api_imports_tau_bench(world: World, transcripts: Path) -> None:
+    sessions = parsed(transcripts, TAU)
+    response = upload(world, (transcripts / TAU).read_bytes(), "tau.json", prefix="tau/")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["format"] == "openai-chat"
+    assert len(body["sessions"]) == 200
+    assert sum(s["turns"] for s in body["sessions"]) == 2454
+    assert body["sessions"][0]["external_id"] == "tau/task-0-trial-0"
+    assert_stored(world, sessions, prefix="tau/")
+
+
+def test_normalized_usage_passes_through_unchanged() -> None:
+    usage = {
+        "input_tokens": 15036,
+        "output_tokens": 174,
+        "cache_read_tokens": 3,
+        "cache_write_tokens": 15032,
+    }
+    assert normalize_usage(usage) == usage
+
+
+CHAT = [
+    {
+        "id": "good",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+        ],
+    },
+    {
+        "id": "bad",
+        "messages": [
+            {"role": "user", "content": "fine"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "a\x00b"},
+            {"role": "assistant", "content": "x"},
+        ],
+    },
+]
+
+
+def test_each_session_is_stored_whole_or_not_at_all(world: World) -> None:
+    response = upload(world, json.dumps(CHAT).encode(), "chat.json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    [field] = error["fields"]
+    assert field.startswith("sessions.1.turns.1.")
+    assert "'bad'" in error["message"]
+    assert list(Session.objects.values_list("external_id", flat=True)) == ["good"]
+    assert stored_turns(world) == 1
+
+
+def test_a_dashboard_login_imports_into_its_project(world: World) -> None:
+    client = world.login(world.owner)
+    data = json.dumps(CHAT[:1]).encode()
+    response = client.post(
+        "/api/v1/import",
+        {"file": SimpleUploadedFile("chat.json", data), "format": "openai-chat"},
+        format="multipart",
+    )
+    assert response.status_code == 201, response.content
+    assert Session.objects.get().project == world.project
+
+
+def test_an_anonymous_upload_is_refused(world: World) -> None:
+    response = world.api().post(
+        "/api/v1/import",
+        {"file": SimpleUploadedFile("chat.json", json.dumps(CHAT[:1]).encode())},
+        format="multipart",
+    )
+    assert response.status_code in (401, 403)
+    assert not Session.objects.exists()
+
+
+def test_the_prefix_goes_before_every_session_id(world: World) -> None:
+    response = upload(world, json.dumps(CHAT[:1]).encode(), "chat.json", prefix="run-7/")
+    assert response.json()["sessions"][0]["external_id"] == "run-7/good"
+    assert Session.objects.get().external_id == "run-7/good"
+
+
+@pytest.mark.parametrize(
+    ("fields", "data", "field"),
+    [
+        ({}, None, "file"),
+        ({"format": "docx"}, b"[]", "format"),
+        ({}, b"", "file"),  # an empty file
+        ({}, b"\x89PNG\r\n\x1a\n\x00\x00garbage", "file"),
+        ({"format": "codex"}, json.dumps(CHAT).encode(), "line 1"),  # not what it claims to be
+        ({"prefix": "x" * 101}, json.dumps(CHAT).encode(), "prefix"),
+    ],
+)
+def test_a_bad_upload_gets_a_400_naming_the_field(
+    world: World, fields: dict[str, str], data: bytes | None, field: str
+) -> None:
+    payload: dict[str, Any] = dict(fields)
+    if data is not None:
+        payload["file"] = SimpleUploadedFile("upload.json", data)
+    response = world.api(world.ingest_key).post("/api/v1/import", payload, format="multipart")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert field in error["fields"], error
+    assert error["message"]
+    assert not Session.objects.exists()
+
+
+def test_a_json_body_is_not_an_upload(world: World) -> None:
+    response = world.api(world.ingest_key).post(
+        "/api/v1/import", data=json.dumps(CHAT), content_type="application/json"
+    )
+    assert response.status_code == 415
+    assert "error" in response.json()
+
+
+def test_the_command_names_what_is_missing(world: World, tmp_path: Path) -> None:
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps(CHAT[:1]))
+    with pytest.raises(CommandError, match="No project named 'nope'"):
+        command(str(chat), project="nope")
+    with pytest.raises(CommandError, match="No such file"):
+        command(str(tmp_path / "absent.jsonl"), project="alpha")
+    with pytest.raises(CommandError, match="Unknown format 'docx'"):
+        command(str(chat), project="alpha", format="docx")
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(CommandError, match=r"garbage\.bin: file: not UTF-8"):
+        command(str(garbage), project="alpha")
+    assert not Session.objects.exists()
+
+
+def test_the_command_imports_several_files(world: World, tmp_path: Path) -> None:
+    first, second = tmp_path / "one.json", tmp_path / "two.json"
+    first.write_text(json.dumps(CHAT[:1]))
+    second.write_text(json.dumps([{"id": "other", "messages": CHAT[0]["messages"]}]))
+    out, _ = command(str(first), str(second), project="alpha", format="openai-chat")
+    assert "good: 1 turn, peak" in out
+    assert "other: 1 turn, peak" in out
+    assert sorted(Session.objects.values_list("external_id", flat=True)) == ["good", "other"]
+
+
+def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(OutputWrapper(stream), "f.jsonl", tty=True)
+    for done in range(5):
+        bar(done, 4)
+    bar.close()
+    text = stream.getvalue()
+    assert text.startswith("\rf.jsonl [" + "-" * 30 + "] 0/4 turns")
+    assert "\rf.jsonl [" + "#" * 30 + "] 4/4 turns  " in text  # the last frame is always drawn
+    assert text.endswith("s\n")
+    assert text.count("\n") == 1  # redrawn in place: one line in all
+
+
+def test_the_progress_lines_are_periodic_without_a_terminal() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(OutputWrapper(stream), "f.jsonl", tty=False)
+    for done in range(1001):
+        bar(done, 1000)
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "f.jsonl: 0/1000 turns (0%)"
+    assert lines[-1] == "f.jsonl: 1000/1000 turns (100%)"
+    assert len(lines) < 10
+
+
+def test_a_turn_stored_meanwhile_by_another_import_is_skipped(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = json.dumps(CHAT[:1]).encode()
+    transcript_import(project=world.project, data=data, name="chat.json")
+    # As if a concurrent import stored the turn after this one looked: turn_ingest sees it.
+    monkeypatch.setattr(importing, "_imported_turns", lambda **kwargs: {})
+    result = transcript_import(project=world.project, data=data, name="chat.json")
+    [session] = result.sessions
+    assert (session.turns, session.skipped) == (0, 1)
+    assert session.peak_tokens == Turn.objects.get().total_tokens
+    assert stored_turns(world) == 1
