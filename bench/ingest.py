@@ -8,10 +8,12 @@ file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
 ``postgresql://postgres@127.0.0.1:5432/postgres``, and dropped afterwards). In each:
 
 1. a generated coding session (:func:`ctxweb.contexts.demo.coding_session`) of ``--turns`` model
-   calls growing to ``--target-tokens``: the time of each turn is ``parse`` of the request body
-   plus :func:`ctxweb.contexts.services.turn_ingest` (with the body, for its idempotency hash),
-   i.e. the ingest view minus DRF's JSON decoding and authentication. The baseline of a turn is
-   the time tiktoken takes to encode the concatenated text of all its messages, uncached;
+   calls growing to ``--target-tokens``: each body is decoded afresh from its JSON (untimed, as
+   the view receives it), and the time of a turn is
+   :func:`ctxweb.contexts.services.turn_request_parse` of the request body (incremental) plus
+   :func:`ctxweb.contexts.services.turn_ingest` (with the body, for its idempotency hash), i.e.
+   the ingest view minus DRF's JSON decoding and authentication. The baseline of a turn is the
+   time tiktoken takes to encode the concatenated text of all its messages, uncached;
 2. every real transcript under ``../shared/data/transcripts`` (or ``$CTXWEB_TRANSCRIPTS``),
    parsed with :mod:`compaction.transcripts` and ingested turn by turn (time: ``turn_ingest``);
 3. tokens encoded (``TokenCounter.encoded_tokens``) against the tokens of the distinct messages,
@@ -229,11 +231,16 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
         import cProfile
 
         profiler = cProfile.Profile()
-    for index, body in enumerate(bodies):
+    for index, generated in enumerate(bodies):
+        # Fresh objects, as the view gets them from DRF's JSON decoding (no sharing with the
+        # previous turn's body that the generator's bodies have).
+        body = json.loads(json.dumps(generated))
         if profiler is not None and index >= len(bodies) - LATE:
             profiler.enable()
         started = time.perf_counter()
-        context = parse(body["format"], body["request"])
+        context = services.turn_request_parse(
+            project=project, external_id="bench", format=body["format"], request=body["request"]
+        )
         parsed = time.perf_counter()
         result = services.turn_ingest(
             project=project,
@@ -428,10 +435,11 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         f"{info['tiktoken']}, {versions} ({info['platform']}).",
         "",
         f"**Session**: `coding_session({args.turns}, seed={args.seed}, "
-        f"target_tokens={args.target_tokens})`, openai-chat. Time per turn = `parse` of the "
-        "request "
-        "+ `services.turn_ingest` (with the body's idempotency hash), in process: the ingest "
-        "view minus DRF's JSON decoding and authentication. Late turns = the last "
+        f"target_tokens={args.target_tokens})`, openai-chat. Time per turn = "
+        "`services.turn_request_parse` of the request (incremental: only the messages the "
+        "previous body lacks are parsed) + `services.turn_ingest` (with the body's idempotency "
+        "hash), in process, each body decoded afresh from JSON (untimed): the ingest view minus "
+        "DRF's JSON decoding and authentication. Late turns = the last "
         f"{LATE}. Baseline = tiktoken encoding the late turn's whole context (the concatenated "
         "text "
         "of all its messages, uncached).",

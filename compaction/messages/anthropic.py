@@ -57,7 +57,10 @@ from compaction.messages.model import (
     ToolResultPart,
 )
 
-__all__ = ["parse", "render"]
+__all__ = ["MESSAGES", "build", "parse", "parse_message", "render"]
+
+#: The request key of the message list.
+MESSAGES = "messages"
 
 
 def parse(request: Mapping[str, Any]) -> Context:
@@ -68,12 +71,17 @@ def parse(request: Mapping[str, Any]) -> Context:
     """
     req = expect_obj(request, "")
     check_depth(req)
+    return build(req)
+
+
+def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -> Context:
+    """The context of a depth-checked request object; ``messages``, when given, are its
+    ``messages`` already parsed (by :mod:`compaction.messages.incremental`)."""
     consumed = {"messages"}
     extra: dict[str, Any] = {}
-    messages = tuple(
-        _parse_message(m, join("messages", i))
-        for i, m in enumerate(expect_list(req.get("messages", MISSING), "messages"))
-    )
+    items = expect_list(req.get("messages", MISSING), "messages")
+    if messages is None:
+        messages = tuple(parse_message(m, join("messages", i)) for i, m in enumerate(items))
     system: tuple[Part, ...] = ()
     if req.get("system") is not None:
         consumed.add("system")
@@ -127,7 +135,8 @@ def render(context: Context) -> dict[str, Any]:
 # -- messages -----------------------------------------------------------------------------------
 
 
-def _parse_message(value: object, path: str) -> Message:
+def parse_message(value: object, path: str) -> Message:
+    """One item of ``messages`` (at ``path``, such as ``messages.3``) as a :class:`Message`."""
     msg = expect_obj(value, path)
     role = expect_str(msg.get("role", MISSING), join(path, "role"))
     if role not in ("user", "assistant"):

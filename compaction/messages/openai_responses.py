@@ -65,7 +65,10 @@ from compaction.messages.model import (
     ToolResultPart,
 )
 
-__all__ = ["parse", "render"]
+__all__ = ["MESSAGES", "build", "parse", "parse_item", "render"]
+
+#: The request key of the item list.
+MESSAGES = "input"
 
 _ROLES: dict[str, Role] = {
     "system": "system",
@@ -83,6 +86,13 @@ def parse(request: Mapping[str, Any]) -> Context:
     """
     req = expect_obj(request, "")
     check_depth(req)
+    return build(req)
+
+
+def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -> Context:
+    """The context of a depth-checked request object; ``messages``, when given, are its
+    ``input`` items already parsed (by :mod:`compaction.messages.incremental`), so only when
+    ``input`` is a list."""
     consumed: set[str] = set()
     extra: dict[str, Any] = {}
     system: tuple[Part, ...] = ()
@@ -90,18 +100,20 @@ def parse(request: Mapping[str, Any]) -> Context:
     if instructions is not None:
         consumed.add("instructions")
         system = (TextPart(text=instructions),)
-    messages: tuple[Message, ...] = ()
+    items: tuple[Message, ...] = ()
     value = req.get("input", MISSING)
     if value is MISSING:
         extra[ABSENT] = ["input"]
     elif isinstance(value, str):
         consumed.add("input")
         extra[INPUT] = "string"
-        messages = (Message(role="user", parts=(TextPart(text=value),)),)
+        items = (Message(role="user", parts=(TextPart(text=value),)),)
     elif value is not None:
         consumed.add("input")
-        items = expect_list(value, "input")
-        messages = tuple(_parse_item(item, join("input", i)) for i, item in enumerate(items))
+        listed = expect_list(value, "input")
+        if messages is None:
+            messages = tuple(parse_item(item, join("input", i)) for i, item in enumerate(listed))
+        items = messages
     tools: tuple[ToolDefinition, ...] = ()
     if req.get("tools") is not None:
         consumed.add("tools")
@@ -115,7 +127,7 @@ def parse(request: Mapping[str, Any]) -> Context:
     extra.update(extra_of(req, consumed, ""))
     return Context(
         format="openai-responses",
-        messages=messages,
+        messages=items,
         system=system,
         tools=tools,
         max_output_tokens=max_output_tokens,
@@ -162,7 +174,8 @@ def _is_plain_input(messages: tuple[Message, ...]) -> bool:
 # -- input items --------------------------------------------------------------------------------
 
 
-def _parse_item(value: object, path: str) -> Message:
+def parse_item(value: object, path: str) -> Message:
+    """One item of ``input`` (at ``path``, such as ``input.3``) as a :class:`Message`."""
     item = expect_obj(value, path)
     kind = item.get("type", MISSING)
     if kind is MISSING and "role" in item:

@@ -9,19 +9,26 @@ Steps, each run only while the counted total is still above the target:
 3. prune: every remaining older tool output becomes its pointer;
 4. summarize: the oldest whole user turns are replaced by one ``[CTXWEB_SUMMARY]`` user message
    (incremental over a previous one) that keeps their facts: paths, commands, errors, tests,
-   URLs, identifiers and numbers.
+   URLs, identifiers and numbers, and ends with a pointer to one artifact holding the full text
+   of the summarized messages (a previous summary's pointers are carried over), so every fact of
+   what it removes stays reachable, not only those the summary has room for.
 
-The latest user turn is never touched; cuts fall only at user-turn starts and never orphan a tool
-call or result; whatever leaves the context is kept as an artifact.
+By default the latest user turn is never touched (``latest_turn="verbatim"``). With
+``latest_turn="outputs"`` the output steps (1-3) may also reach the tool outputs inside it, all but
+its last ``keep_recent_outputs``: in an agent session one user request often drives every tool
+call, and the latest turn is then nearly the whole context. Its messages are never dropped or
+summarized either way. Cuts fall only at user-turn starts and never orphan a tool call or result;
+whatever leaves the context is kept as an artifact, and the context points at it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from compaction.messages.model import Message, TextPart
 from compaction.regions import CTXWEB_SUMMARY_MARKER
-from compaction.strategies.base import Draft, Param, Strategy
+from compaction.strategies.base import Draft, Param, Strategy, make_artifact, render_message
 from compaction.strategies.outputs import tool_outputs, with_result_text
 from compaction.summarizers import FactSummarizer, Summarizer
 from compaction.tokens import REQUEST_OVERHEAD
@@ -35,6 +42,10 @@ SUMMARY_PROMPT = (
     " Progress (Done, In Progress, Blocked), Key Decisions, Next Steps and Critical Context."
     " Keep every file path, command, error line, test name, URL, identifier and number."
 )
+
+
+_POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{64}\]")
+_FULL_TEXT = "Full text of the summarized messages:"
 
 
 def pointer(artifact_id: str) -> str:
@@ -115,6 +126,22 @@ class CtxwebAuto(Strategy):
             choices=("externalize", "compact", "prune", "summarize"),
             help="the most lossy step allowed",
         ),
+        Param(
+            "latest_turn",
+            "str",
+            "verbatim",
+            choices=("verbatim", "outputs"),
+            help="verbatim: never touch the latest user turn; outputs: let steps 1-3 reach its"
+            " older tool outputs too (agent sessions where one request drives every call)",
+        ),
+        Param(
+            "keep_recent_outputs",
+            "int",
+            3,
+            min=0,
+            max=1000,
+            help="with latest_turn=outputs, the latest turn's last tool outputs kept verbatim",
+        ),
     )
 
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
@@ -129,13 +156,18 @@ class CtxwebAuto(Strategy):
         allowed = steps[: steps.index(params["max_step"]) + 1]
         starts = [i for i, m in enumerate(draft.messages) if is_user_turn_start(m)]
         protected_from = starts[-1] if starts else len(draft.messages)
+        outputs_from = protected_from
+        if params["latest_turn"] == "outputs":
+            outputs_from = _recent_outputs_start(
+                draft.messages, protected_from, params["keep_recent_outputs"]
+            )
         for step in allowed:
             if total <= target:
                 return
             if step == "summarize":
                 total = self._summarize(draft, total, target, protected_from, summarizer)
             else:
-                total = self._shrink_outputs(draft, step, params, total, target, protected_from)
+                total = self._shrink_outputs(draft, step, params, total, target, outputs_from)
         if total > target:
             draft.warn(f"ctxweb-auto: {total} tokens remain above the target of {target}")
 
@@ -147,7 +179,25 @@ class CtxwebAuto(Strategy):
                 break
             text = part.text
             size = len(text.encode("utf-8"))
-            if "[EXTERNALIZED:" in text or not text:
+            if not text or text.startswith("[EXTERNALIZED:"):
+                continue
+            if "[EXTERNALIZED:" in text:
+                # compacted by step 2: pruning leaves only its pointer
+                found = _POINTER.search(text)
+                kept = draft.artifacts.get(found.group(0)[14:-1]) if found else None
+                if step == "prune" and found is not None and kept is not None:
+                    before = draft.tokens(draft.messages[position])
+                    draft.replace_message(
+                        position,
+                        with_result_text(
+                            draft.messages[position], part_index, f"{found.group(0)} {kept.summary}"
+                        ),
+                        "clear",
+                        f"prune: tool output {part.tool_call_id}",
+                        part_index=part_index,
+                        artifact_id=kept.id,
+                    )
+                    total += draft.tokens(draft.messages[position]) - before
                 continue
             if step == "externalize" and size <= params["externalize_bytes"]:
                 continue
@@ -199,6 +249,10 @@ class CtxwebAuto(Strategy):
         allowance = 0
         summary = ""
         cut = first
+        # prefix[i]: tokens of messages[first:first + i], so each candidate cut costs O(1)
+        prefix = [0]
+        for m in messages[first:limit]:
+            prefix.append(prefix[-1] + draft.tokens(m))
         for _attempt in range(4):
             need = total + allowance - target
             removed = 0
@@ -207,7 +261,7 @@ class CtxwebAuto(Strategy):
                 if removed >= need and start > first:
                     break
                 cut = start
-                removed = sum(draft.tokens(m) for m in messages[first:cut])
+                removed = prefix[cut - first]
             cut += find_legal_start(messages[cut:limit]) if cut < limit else 0
             while cut < limit and not orphans(messages[cut:]).ok and cut in starts:
                 break
@@ -215,17 +269,50 @@ class CtxwebAuto(Strategy):
                 return total
             body = [m for m in messages[first:cut] if not m.text.startswith(SUMMARY_HEADER)]
             summary = summarizer.summarize(body, previous=previous, prompt=SUMMARY_PROMPT)
-            size = draft.text_tokens(SUMMARY_HEADER + summary) + 8
+            # + the trailer that points at the full text (about 25 tokens a pointer)
+            size = draft.text_tokens(SUMMARY_HEADER + summary) + 8 + 60
             if size <= allowance or total - removed + size <= target or cut >= limit:
                 break
             allowance = size
         if not orphans(messages[cut:]).ok:
             draft.warn("ctxweb-auto: the kept messages already had orphaned tool pairs")
-        removed = sum(draft.tokens(m) for m in messages[first:cut])
+        removed = (
+            prefix[cut - first] if cut <= limit else sum(map(draft.tokens, messages[first:cut]))
+        )
+        # The artifact holds the messages as they came in, before steps 1-3 shrank their
+        # outputs, so one hop reaches every original.
+        summarized = [
+            m if origin is None else draft.context.messages[origin]
+            for m, origin in zip(messages[first:cut], draft.origin[first:cut], strict=True)
+            if not m.text.startswith(SUMMARY_HEADER)
+        ]
+        # Built directly rather than with draft.keep: its tokens are the messages' (already
+        # counted), not a second tokenization of the whole range.
+        full = make_artifact(
+            "summarized_messages",
+            "\n\n".join(f"[{m.role}]\n{render_message(m)}" for m in summarized),
+            tokens=sum(map(draft.tokens, summarized)),
+            summary=f"{len(summarized)} messages summarized by ctxweb-auto",
+        )
+        draft.artifacts.setdefault(full.id, full)
+        pointers = [*_POINTER.findall(previous or ""), pointer(full.id)]
+        summary = _POINTER.sub("", summary).replace(_FULL_TEXT, "").rstrip()
+        summary += f"\n\n{_FULL_TEXT} {' '.join(dict.fromkeys(pointers))}"
         draft.drop(range(first, cut), "summarize-range", "summarized into the ctxweb summary")
         message = Message("user", (TextPart(SUMMARY_HEADER + summary),))
         draft.insert(first, message, "ctxweb summary")
         return total - removed + draft.tokens(message)
+
+
+def _recent_outputs_start(messages: list[Message], turn_start: int, keep: int) -> int:
+    """Where the latest turn's last ``keep`` tool outputs begin (the output steps stop there)."""
+    positions = [i for i, _, _ in tool_outputs(messages) if i >= turn_start]
+    positions = list(dict.fromkeys(positions))
+    if keep == 0:
+        return len(messages)
+    if len(positions) <= keep:
+        return positions[0] if positions else len(messages)
+    return positions[-keep]
 
 
 def _total(draft: Draft) -> int:

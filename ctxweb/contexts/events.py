@@ -4,12 +4,19 @@ Every event goes to the group ``session-<pk>`` as one channel message ``{"type":
 "session.event", "event": {...}}``; the consumer forwards ``event`` as JSON. Publishing never
 raises: a dead or misconfigured channel layer costs a live update, never a stored turn or an
 operation's result, so errors are logged and swallowed.
+
+Publishing through Redis is also bounded in time: a send that Redis does not acknowledge within
+:data:`PUBLISH_SECONDS` is abandoned (a hung Redis would otherwise hold the ingest request that
+published), and after such a timeout this process drops events for :data:`PAUSE_SECONDS` instead
+of making every request wait out the same timeout (a refused connection fails fast: no pause).
+Live updates resume by themselves once Redis answers again; stored data never depends on them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +26,13 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from ctxweb.contexts.models import Operation, Session, Turn
 
 logger = logging.getLogger(__name__)
+
+#: How long one publish may take before it is abandoned (seconds).
+PUBLISH_SECONDS = 1.0
+#: After a publish timed out, events are dropped without trying for this long (seconds).
+PAUSE_SECONDS = 2.0
+#: ``time.monotonic()`` before which publishing is paused (after a timeout).
+_paused_until = 0.0
 
 #: The event loop that serves the WebSockets of this process (set by the consumer). The in-memory
 #: layer's queues belong to it: a publish from a background thread must run there, or the loop
@@ -51,7 +65,15 @@ def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
 
     Never raises: failures are logged.
     """
+    global _paused_until
     session_id = session if isinstance(session, int) else session.pk
+    if time.monotonic() < _paused_until:
+        logger.warning(
+            "dropped %s to session %s: the channel layer timed out moments ago",
+            message.get("type"),
+            session_id,
+        )
+        return False
     try:
         layer = get_channel_layer()
         if layer is None:
@@ -63,11 +85,20 @@ def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
             assert loop is not None
             asyncio.run_coroutine_threadsafe(layer.group_send(group, payload), loop).result(5)
         else:
-            async_to_sync(layer.group_send)(group, payload)
+            try:
+                async_to_sync(_bounded_send)(layer, group, payload)
+            except TimeoutError:  # a hung layer: spare the next requests the same wait
+                _paused_until = time.monotonic() + PAUSE_SECONDS
+                raise
     except Exception:
         logger.exception("could not publish %s to session %s", message.get("type"), session_id)
         return False
     return True
+
+
+async def _bounded_send(layer: Any, group: str, payload: dict[str, Any]) -> None:
+    """``group_send`` given :data:`PUBLISH_SECONDS`; raises ``TimeoutError`` past it."""
+    await asyncio.wait_for(layer.group_send(group, payload), PUBLISH_SECONDS)
 
 
 def turn_payload(turn: Turn) -> dict[str, Any]:

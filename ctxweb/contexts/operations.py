@@ -202,7 +202,16 @@ def operation_schedule(operation_id: int) -> None:
     elif settings.REDIS_URL:
         from ctxweb.celery import app
 
-        transaction.on_commit(lambda: app.send_task(OPERATION_TASK, args=(operation_id,)))
+        def send() -> None:
+            try:
+                app.send_task(OPERATION_TASK, args=(operation_id,))
+            except Exception as error:  # the broker is down: say so now, don't block the session
+                logger.exception("could not queue operation %s", operation_id)
+                operation_fail(
+                    operation_id=operation_id, error=f"could not reach the task broker: {error}"
+                )
+
+        transaction.on_commit(send)
     else:
         transaction.on_commit(
             lambda: threading.Thread(

@@ -17,6 +17,14 @@ class TurnIngestInput(serializers.Serializer):  # type: ignore[type-arg]
     context_window = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=100_000_000
     )
+    allow_orphans = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "Store a context whose tool calls or results lack their other half (refused with a"
+            " 400 naming the field otherwise)."
+        ),
+    )
 
 
 class TurnIngestOutput(serializers.Serializer):  # type: ignore[type-arg]
@@ -46,6 +54,13 @@ class SessionOutput(serializers.Serializer):  # type: ignore[type-arg]
     source = serializers.CharField()  # type: ignore[assignment]
     created_at = serializers.DateTimeField()
     last_activity_at = serializers.DateTimeField()
+
+
+class SessionPageOutput(serializers.Serializer):  # type: ignore[type-arg]
+    count = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    results = SessionOutput(many=True)
 
 
 class TurnSummaryOutput(serializers.Serializer):  # type: ignore[type-arg]

@@ -16,11 +16,13 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from compaction.errors import FormatError
 from compaction.messages import Context, TextPart, ToolCallPart, ToolResultPart, message_to_dict
 from compaction.messages import Message as LibMessage
+from compaction.messages.incremental import ParseMemo, parse_incremental
 from compaction.regions import message_regions, sum_regions, system_regions
 from compaction.tokens import REQUEST_OVERHEAD
 from compaction.usage import normalize_usage
@@ -29,7 +31,7 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.counting import counter_for, encoding_for
-from ctxweb.contexts.models import KEYFRAME_EVERY, Session, ToolSet, Turn
+from ctxweb.contexts.models import KEYFRAME_EVERY, ManagedContext, Session, ToolSet, Turn
 from ctxweb.contexts.models import Message as MessageRow
 
 #: A turn whose total drops by more than this share from the previous turn is a compaction event.
@@ -111,6 +113,43 @@ def session_get_or_create(
         return Session.objects.select_for_update().get(project=project, external_id=external_id)
 
 
+#: Sessions' latest request bodies as this process parsed them (a bounded LRU), by project id and
+#: external id: a turn parses only the messages its body does not share with the previous one.
+_PARSED: OrderedDict[tuple[int, str], ParseMemo] = OrderedDict()
+_PARSED_MAX = 256
+#: The messages the memos may hold in all (each holds its messages' parsed and raw forms).
+_PARSED_MAX_MESSAGES = 200_000
+_PARSED_LOCK = threading.Lock()
+
+
+def turn_request_parse(
+    *, project: Project, external_id: str, format: str, request: Mapping[str, Any]
+) -> Context:
+    """Parse the request body of a turn of session ``external_id``, exactly as
+    :func:`compaction.messages.parse` does, reusing this process's parse of the session's
+    previous body for the messages this one repeats.
+
+    Safe whatever the memo holds (another process's turns, a retry, a failed request, another
+    format): messages are compared with the previous body's, never assumed. The reused messages
+    are the very objects of the previous parse, so :func:`turn_ingest` recognizes them at once.
+
+    Raises:
+        FormatError: as ``parse`` (the memo is left as it was).
+    """
+    key = (project.pk, external_id)
+    with _PARSED_LOCK:
+        previous = _PARSED.get(key)
+    context, memo = parse_incremental(format, request, previous)
+    with _PARSED_LOCK:
+        _PARSED[key] = memo
+        _PARSED.move_to_end(key)
+        held = sum(len(m.raw) for m in _PARSED.values())
+        while len(_PARSED) > 1 and (len(_PARSED) > _PARSED_MAX or held > _PARSED_MAX_MESSAGES):
+            _, dropped = _PARSED.popitem(last=False)
+            held -= len(dropped.raw)
+    return context
+
+
 @dataclass
 class _Recent:
     """What this process stored for a session's latest turn, to ingest the next one cheaply.
@@ -160,6 +199,8 @@ def _recent_put(session_id: int, recent: _Recent) -> None:
 
 def _typed_equal(a: Any, b: Any) -> bool:
     """``a == b`` that also tells ``1``, ``1.0`` and ``True`` apart, as canonical JSON does."""
+    if a is b:
+        return True
     if type(a) is not type(b):
         return False
     if isinstance(a, Mapping):
@@ -224,19 +265,21 @@ def _message_rows(
     cached: dict[str, tuple[int, Mapping[str, int]]] = {}
     if recent is not None:
         limit = min(len(messages), len(recent.messages))
+        # Messages parsed incrementally (turn_request_parse) are the previous turn's own objects.
+        while start < limit and messages[start] is recent.messages[start]:
+            start += 1
         while start < limit and _same_message(messages[start], recent.messages[start]):
             start += 1
         hashes = recent.hashes[:start]
         ids = recent.ids[:start]
         regions = recent.regions[:start]
         cumulative = recent.cumulative[: start + 1]
-        cached = {
-            h: (i, r) for h, i, r in zip(recent.hashes, recent.ids, recent.regions, strict=True)
-        }
     rest = messages[start:]
     dicts = [message_to_dict(m) for m in rest]
     texts = [_canonical_json(d) for d in dicts]
     digests = [_digest(t) for t in texts]
+    if recent is not None:
+        cached = _recent_rows(recent, digests)
     wanted = {h for h in digests if h not in cached}
     known = _rows_by_hash(project, wanted)
     counter = counter_for(encoding)
@@ -266,10 +309,13 @@ def _message_rows(
             row.counts = {**row.counts, encoding: counts}
             stale.append(row)
     if new:
-        MessageRow.objects.bulk_create(new.values(), ignore_conflicts=True)
+        # One global order (by hash): concurrent turns inserting the same new rows wait for each
+        # other instead of deadlocking (each holding a row the other needs).
+        rows = sorted(new.values(), key=lambda row: row.hash)
+        MessageRow.objects.bulk_create(rows, ignore_conflicts=True)
         known.update(_rows_by_hash(project, set(new)))
     if stale:
-        MessageRow.objects.bulk_update(stale, ["counts"])
+        MessageRow.objects.bulk_update(sorted(stale, key=lambda row: row.pk), ["counts"])
     for digest in digests:
         if digest in cached:
             row_id, row_regions = cached[digest]
@@ -284,6 +330,22 @@ def _message_rows(
             total[name] = total.get(name, 0) + tokens
         cumulative.append(total)
     return _Messages(hashes, ids, regions, cumulative)
+
+
+def _recent_rows(recent: _Recent, digests: list[str]) -> dict[str, tuple[int, Mapping[str, int]]]:
+    """The ids and regions of the messages of ``digests`` that the previous turn holds."""
+    if len(digests) > 16:  # a large tail (after a compaction): index the previous turn
+        return {
+            h: (i, r) for h, i, r in zip(recent.hashes, recent.ids, recent.regions, strict=True)
+        }
+    found: dict[str, tuple[int, Mapping[str, int]]] = {}
+    for digest in digests:  # a few new messages: a scan each, in C
+        try:
+            at = recent.hashes.index(digest)
+        except ValueError:
+            continue
+        found[digest] = (recent.ids[at], recent.regions[at])
+    return found
 
 
 def _rows_by_hash(project: Project, hashes: set[str]) -> dict[str, MessageRow]:
@@ -355,15 +417,40 @@ def _toolset_row(*, project: Project, context: Context, encoding: str) -> ToolSe
     return row
 
 
+def _body_digest(body: Any, context: Context, hashes: Sequence[str]) -> str:
+    """The idempotency hash of a posted body: the SHA-256 of its canonical JSON, with the request's
+    messages replaced by their hashes (``hashes``, which ingestion computes anyway), so hashing
+    costs the body's small parts only. Bodies are equal exactly when their hashes are: a request
+    renders back from its parsed messages exactly, so their hashes stand for them.
+    """
+    key = "input" if context.format == "openai-responses" else "messages"
+    request = body.get("request") if isinstance(body, Mapping) else None
+    items = request.get(key) if isinstance(request, Mapping) else None
+    if not isinstance(items, list) or len(items) != len(hashes):  # not a parsed request's body
+        return _digest(_canonical_json(body))
+    assert isinstance(request, Mapping)
+    short = {**body, "request": {**request, key: {"ctxweb:message_hashes": list(hashes)}}}
+    return _digest(_canonical_json(short))
+
+
+def _same_body(stored: str, body: Any, context: Context) -> bool:
+    """Whether ``body`` is the body hashed as ``stored`` (a retry; the slow path is fine)."""
+    hashes = [_digest(_canonical_json(message_to_dict(m))) for m in context.messages]
+    # Turns stored before bodies were hashed by parts hold the hash of the whole body.
+    return stored in (_body_digest(body, context, hashes), _digest(_canonical_json(body)))
+
+
 def _delta(previous: list[int], ids: list[int], index: int) -> tuple[int, list[int], bool]:
     """How turn ``index`` stores ``ids``: (shared prefix with the previous turn, tail, keyframe)."""
     if index % KEYFRAME_EVERY == 0 or not previous:
         return 0, ids, True
-    shared = 0
-    for a, b in zip(previous, ids, strict=False):
-        if a != b:
-            break
-        shared += 1
+    shared = min(len(previous), len(ids))
+    if previous[:shared] != ids[:shared]:  # compared in C; walked only when they differ
+        shared = 0
+        for a, b in zip(previous, ids, strict=False):
+            if a != b:
+                break
+            shared += 1
     if shared == 0:
         return 0, ids, True
     return shared, ids[shared:], False
@@ -387,10 +474,11 @@ def turn_ingest(
     """Store one model call of session ``external_id`` (created on first use), whole or not at all.
 
     A retry with the same ``turn_id`` and body returns the stored turn (``created`` False); the
-    same ``turn_id`` with another body raises :class:`TurnConflict`.
+    same ``turn_id`` with another body raises :class:`TurnConflict`. ``body`` is the posted body
+    (``{"request": ..., ...}``) that ``context`` was parsed from.
     """
-    # Only a retry (same turn_id) compares bodies: hash the body only then.
-    body_hash = _digest(_canonical_json(body)) if body is not None and turn_id is not None else ""
+    # Only a turn with a turn_id can be retried: hash the body only then.
+    hashed = body is not None and turn_id is not None
     normalized = normalize_usage(usage) if usage else None
     with transaction.atomic():
         session = session_get_or_create(
@@ -402,27 +490,42 @@ def turn_ingest(
             output_reserve=context.max_output_tokens,
             source=source,
         )
-        if turn_id is not None:
-            existing = Turn.objects.filter(session=session, turn_id=turn_id).first()
-            if existing is not None:
-                if body_hash and existing.body_hash and existing.body_hash != body_hash:
-                    raise TurnConflict(turn_id)
-                return IngestResult(existing, False)
         encoding = session.encoding
         index = session.turn_count
-        previous = (
-            Turn.objects.filter(session=session, index=index - 1)
-            .only("id", "index", "total_tokens", "created_at")
-            .first()
-            if index > 0
-            else None
+        # One query finds both the turn this one may retry and the previous turn.
+        wanted = Q(index=index - 1) if index > 0 else Q(pk__in=[])
+        if turn_id is not None:
+            wanted |= Q(turn_id=turn_id)
+        found = (
+            list(
+                Turn.objects.filter(wanted, session=session).annotate(
+                    # Whether an operation made a context from this turn: only then may the new
+                    # turn continue from it (operations.turn_operation_event), saving its queries.
+                    operated=Exists(
+                        ManagedContext.objects.filter(
+                            session=OuterRef("session"),
+                            turn_index=OuterRef("index"),
+                            operation__isnull=False,
+                        )
+                    )
+                )
+            )
+            if index > 0 or turn_id is not None
+            else []
         )
+        existing = next((t for t in found if turn_id is not None and t.turn_id == turn_id), None)
+        if existing is not None:
+            if hashed and existing.body_hash and not _same_body(existing.body_hash, body, context):
+                raise TurnConflict(turn_id)
+            return IngestResult(existing, False)
+        previous = next((t for t in found if t.index == index - 1), None)
         recent = _recent_get(
             session.pk, (previous.pk, previous.created_at) if previous is not None else None
         )
         stored = _message_rows(
             project=project, messages=context.messages, encoding=encoding, recent=recent
         )
+        body_hash = _body_digest(body, context, stored.hashes) if hashed else ""
         system_parts, tools = tuple(context.system), tuple(context.tools)
         if recent is not None and _typed_equal(system_parts, recent.system):
             system = recent.system_row
@@ -456,8 +559,15 @@ def turn_ingest(
         turn_events = [dict(e) for e in events]
         from ctxweb.contexts import operations  # builds on this module's helpers
 
-        applied, applied_event = operations.turn_operation_event(
-            session=session, index=index, message_ids=ids, system_id=system.id if system else None
+        applied, applied_event = (
+            operations.turn_operation_event(
+                session=session,
+                index=index,
+                message_ids=ids,
+                system_id=system.id if system else None,
+            )
+            if previous is not None and previous.operated
+            else (None, None)
         )
         if applied_event is not None:
             turn_events.append(applied_event)
@@ -545,4 +655,10 @@ def turn_ingest(
     return IngestResult(turn, True)
 
 
-__all__ = ["IngestResult", "TurnConflict", "session_get_or_create", "turn_ingest"]
+__all__ = [
+    "IngestResult",
+    "TurnConflict",
+    "session_get_or_create",
+    "turn_ingest",
+    "turn_request_parse",
+]

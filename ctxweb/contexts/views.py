@@ -299,6 +299,10 @@ def _message_view(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Messages per page in the turn inspector.
+INSPECTOR_PAGE_SIZE = 200
+
+
 @login_required
 def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpResponse:
     """A turn's inspector: every message with role, region, tokens, placeholders and links."""
@@ -309,11 +313,14 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
         raise Http404("Turn not found")
     turn.session = session
     detail = selectors.turn_detail(turn=turn)
-    messages = [_message_view(m) for m in detail["messages"]]
     order = "size" if request.GET.get("order") == "size" else "position"
+    rows = detail["messages"]
     if order == "size":
-        messages.sort(key=lambda m: (-m["tokens"], m["position"]))
-    largest = max((m["tokens"] for m in messages), default=0)
+        rows = sorted(rows, key=lambda m: (-m["tokens"], m["position"]))
+    largest = max((m["tokens"] for m in rows), default=0)
+    # A long agent turn holds thousands of messages: render one page of them at a time.
+    page = Paginator(rows, INSPECTOR_PAGE_SIZE).get_page(request.GET.get("page"))
+    messages = [_message_view(m) for m in page.object_list]
     diff = dashboard.turn_diff(session=session, index=index)
     added = set(diff["added"])
     for m in messages:
@@ -359,6 +366,8 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
             "turn": turn,
             "detail": detail,
             "items": messages,  # not "messages": that name is the flash messages' in base.html
+            "page": page,
+            "message_count": len(rows),
             "order": order,
             "diff": diff,
             "removed": removed,

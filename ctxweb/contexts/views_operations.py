@@ -4,7 +4,7 @@ to the preview page, where a progress bar follows the operation live."""
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -47,4 +47,7 @@ def operation_apply(request: HttpRequest, external_id: str) -> HttpResponse:
         messages.error(request, str(exc))
         active = exc.active.pk if exc.active is not None else ""
         return redirect(f"{preview}?strategy={quote(strategy)}&operation={active}")
-    return redirect(f"{preview}?strategy={quote(strategy)}&operation={operation.pk}")
+    # Back to the same preview (its parameters kept), now showing the operation's progress.
+    query = {"strategy": strategy, **{k: v for k, v in params.items() if v is not None}}
+    query["operation"] = operation.pk
+    return redirect(f"{preview}?{urlencode(query, doseq=True)}")

@@ -76,8 +76,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "ctxweb.middleware.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "ctxweb.middleware.BodySizeLimitMiddleware",
+    "ctxweb.middleware.NulCharacterMiddleware",
+    "ctxweb.middleware.ApiNotFoundMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -163,6 +166,21 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# The cache holds the API's rate-limit counters: shared through Redis when there is one.
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # A hung Redis must not hang every API request (the throttle then lets it through).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+    | {"KEY_PREFIX": "ctxweb"}
+}
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
@@ -184,6 +202,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "ctxweb.apierrors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "ctxweb.parsers.JsonBodyParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "ctxweb.throttling.ApiRateThrottle",
+        "ctxweb.throttling.CostlyRateThrottle",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -196,7 +223,20 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ctxweb.contexts.apis.document_errors",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "MessageFormatEnum": "compaction.messages.FORMATS",
+        "ImportFormatEnum": "ctxweb.contexts.apis_import.FORMAT_CHOICES",
+    },
 }
+
+# Rate limits per API key (or per dashboard user): every request, and the costly ones (previews,
+# operations, imports) again. "N/s", "N/min", "N/hour" or "N/day"; empty turns a limit off.
+CTXWEB_RATE_LIMIT = os.environ.get("CTXWEB_RATE_LIMIT", "1200/min")
+CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
 
 # Request size: a turn carries a whole context; 32 MB by default, 413 above it.
 CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
@@ -208,17 +248,26 @@ CTXWEB_LLM_BASE_URL = os.environ.get("CTXWEB_LLM_BASE_URL", "")
 CTXWEB_LLM_MODEL = os.environ.get("CTXWEB_LLM_MODEL", "")
 CTXWEB_LLM_API_KEY = os.environ.get("CTXWEB_LLM_API_KEY", "")
 
+# Security headers on every response; ctxweb.middleware adds the Content-Security-Policy.
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
-if not DEBUG and envbool("CTXWEB_HTTPS", False):
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# CTXWEB_HTTPS=1: served over HTTPS (directly or behind a proxy that sets X-Forwarded-Proto).
+# Cookies are then secure-only, plain HTTP redirects to HTTPS (but the health check, which load
+# balancers call over HTTP) and browsers are told to use HTTPS only (HSTS).
+CTXWEB_HTTPS = envbool("CTXWEB_HTTPS", False)
+if CTXWEB_HTTPS:
     SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {

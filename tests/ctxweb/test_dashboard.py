@@ -463,3 +463,20 @@ def test_logging_in_and_out_goes_through_the_forms(world: World) -> None:
     response = client.post("/accounts/logout/")
     assert response["Location"] == "/accounts/login/"
     assert client.get("/").status_code == 302
+
+
+def test_the_inspector_pages_a_turn_of_thousands_of_messages(world: World) -> None:
+    messages: list[dict[str, Any]] = [SYSTEM, ask(0)]
+    for n in range(250):
+        messages += [call(n), result(n, f"out {n}")]
+    ingest(world.project, "long", messages)
+    client = logged_in(world.owner)
+    first = client.get("/sessions/long/turns/0/").content.decode()
+    assert "in 502 messages" in first
+    assert first.count('class="message region-') == 200
+    assert "Messages 1–200 of 502" in first
+    last = client.get("/sessions/long/turns/0/?page=3").content.decode()
+    assert last.count('class="message region-') == 102
+    assert 'id="m-501"' in last
+    largest = client.get("/sessions/long/turns/0/?order=size&page=2").content.decode()
+    assert "order=size&amp;page=3" in largest

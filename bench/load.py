@@ -1,0 +1,525 @@
+"""Load benchmark: sustained ingestion over HTTP against several daphne processes on PostgreSQL.
+
+Usage: ``.venv/bin/python bench/load.py [--servers 3] [--clients 12] [--readers 4]
+[--seconds 30] [--redis-url redis://127.0.0.1:6379/14] [--no-write]``
+
+Creates a throwaway database ``ctxweb_load`` on ``$BENCH_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``), migrates it, creates a project and an ingest
+key, and starts ``--servers`` daphne processes (``daphne ctxweb.asgi:application``, what ctxweb
+ships) on loopback ports, in the production shape: PostgreSQL, and with ``--redis-url`` the
+channels-redis layer (every turn publishes ``turn.created``) and the Redis cache. No proxy: the
+clients spread their requests over the ports themselves. The rate limits are switched off
+(``CTXWEB_RATE_LIMIT=""``): one key drives all the load, which a real limit would cap.
+
+``--clients`` threads each play a coding agent: a session of ``--turns`` model calls
+(:func:`ctxweb.contexts.demo.coding_session`, growing to ``--target-tokens``), posted one after
+the other with keep-alive connections, then a new session. Phases of ``--seconds`` each:
+
+1. **ingest, round robin**: each post goes to the next server, so a turn's previous turn was
+   usually written by another process (the per-process ingest cache misses: the slow path);
+2. **ingest, sticky**: each client keeps to one server (what a proxy with session affinity does;
+   the per-process cache hits);
+3. **ingest + chart**: phase 1 again while ``--readers`` threads fetch the chart data
+   (``GET /api/v1/sessions/{id}/turns``) of random live sessions as fast as they can.
+
+Latency is measured by the client (loopback, whole request). The database is dropped afterwards.
+Results go to ``docs/benchmarks.md`` under ``## Load`` (the other sections are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import http.client
+import itertools
+import json
+import os
+import platform
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DOCS = ROOT / "docs" / "benchmarks.md"
+SECTION = "## Load"
+LOAD_DB = "ctxweb_load"
+INTRO = """# Benchmarks
+
+Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
+section when it is re-run. Numbers are from one run on the machine named in each section.
+"""
+
+
+def admin_url() -> str:
+    return os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def load_url() -> str:
+    base = admin_url().rsplit("/", 1)[0]
+    return f"{base}/{LOAD_DB}".replace("postgresql://", "postgres://", 1)
+
+
+def progress(message: str) -> None:
+    print(f"[load] {message}", file=sys.stderr, flush=True)
+
+
+# --- the throwaway database ----------------------------------------------------------------------
+
+
+def database_create() -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {LOAD_DB} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {LOAD_DB}")
+
+
+def database_drop() -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {LOAD_DB} WITH (FORCE)")
+
+
+def postgres_version() -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url()) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    return str(row[0]).split(" ")[0] if row else "?"
+
+
+def server_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ctxweb.settings",
+        "DATABASE_URL": load_url(),
+        "REDIS_URL": args.redis_url,
+        "CTXWEB_DATA_DIR": str(data_dir),
+        "SECRET_KEY": "load-bench-" + "x" * 40,
+        "DEBUG": "0",
+        "CTXWEB_RATE_LIMIT": "",
+        "CTXWEB_RATE_LIMIT_COSTLY": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def setup_project(env: dict[str, str]) -> str:
+    """Migrate the load database; create a project and an ingest key; return the key."""
+    python = sys.executable
+    subprocess.run([python, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True)
+    subprocess.run([python, "manage.py", "create_project", "load"], cwd=ROOT, env=env, check=True)
+    made = subprocess.run(
+        [python, "manage.py", "create_api_key", "--project", "load", "--role", "ingest"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return made.stdout.strip().splitlines()[-1]
+
+
+# --- servers -------------------------------------------------------------------------------------
+
+
+class Server:
+    """One ``daphne ctxweb.asgi:application`` on a free loopback port."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("daphne")),
+                "-e",
+                "tcp:port=0:interface=127.0.0.1",
+                "ctxweb.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.port: int | None = None
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if len(self.lines) < 2000:
+                self.lines.append(line)
+            found = re.search(r"Listening on TCP address [\d.]+:(\d+)", line)
+            if found and self.port is None:
+                self.port = int(found.group(1))
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.port is not None:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                    conn.request("GET", "/api/v1/health")
+                    if conn.getresponse().status == 200:
+                        conn.close()
+                        return
+                except OSError:
+                    pass
+            if self.process.poll() is not None:
+                raise SystemExit("daphne exited:\n" + "".join(self.lines[-40:]))
+            time.sleep(0.2)
+        raise SystemExit("daphne not ready in 60 s:\n" + "".join(self.lines[-40:]))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=15)
+
+
+# --- clients -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ok(self, seconds: float) -> None:
+        with self.lock:
+            self.latencies.append(seconds)
+
+    def error(self, what: str) -> None:
+        with self.lock:
+            self.errors[what] = self.errors.get(what, 0) + 1
+
+
+class Connections:
+    """Keep-alive connections of one thread, one per server port."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.open: dict[int, http.client.HTTPConnection] = {}
+
+    def request(
+        self, port: int, method: str, path: str, body: bytes | None, key: str
+    ) -> tuple[int, bytes]:
+        headers = {"Authorization": f"Bearer {key}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in range(2):  # a keep-alive connection the server closed: reconnect once
+            conn = self.open.get(port)
+            if conn is None:
+                conn = self.open[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                return response.status, response.read()
+            except (http.client.HTTPException, ConnectionError):
+                conn.close()
+                del self.open[port]
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        for conn in self.open.values():
+            conn.close()
+
+
+@dataclass
+class Shared:
+    """What the threads of one phase share."""
+
+    key: str
+    ports: list[int]
+    stop: threading.Event
+    live: list[str] = field(default_factory=list)
+    ingest: Tally = field(default_factory=Tally)
+    chart: Tally = field(default_factory=Tally)
+    sessions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+
+def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sticky: bool) -> None:
+    from ctxweb.contexts.demo import coding_session
+
+    connections = Connections(shared.ports)
+    posts = itertools.count(client)
+    try:
+        while not shared.stop.is_set():
+            number = next(shared.sessions)
+            external_id = f"{re.sub(r'[^a-z]+', '-', phase)}{number}"
+            bodies = coding_session(
+                args.turns, seed=number, target_tokens=args.target_tokens, compact_at=None
+            )
+            shared.live.append(external_id)
+            for body in bodies:
+                if shared.stop.is_set():
+                    return
+                port = shared.ports[
+                    client % len(shared.ports) if sticky else next(posts) % len(shared.ports)
+                ]
+                payload = json.dumps(body).encode()
+                started = time.perf_counter()
+                try:
+                    status, _ = connections.request(
+                        port, "POST", f"/api/v1/sessions/{external_id}/turns", payload, shared.key
+                    )
+                except OSError as error:
+                    shared.ingest.error(type(error).__name__)
+                    continue
+                if status in (200, 201):
+                    shared.ingest.ok(time.perf_counter() - started)
+                else:
+                    shared.ingest.error(str(status))
+    finally:
+        connections.close()
+
+
+def reader(shared: Shared, seed: int) -> None:
+    chooser = random.Random(seed)
+    connections = Connections(shared.ports)
+    try:
+        while not shared.stop.is_set():
+            if not shared.live:
+                time.sleep(0.05)
+                continue
+            external_id = chooser.choice(shared.live[-32:])
+            port = chooser.choice(shared.ports)
+            started = time.perf_counter()
+            try:
+                status, _ = connections.request(
+                    port, "GET", f"/api/v1/sessions/{external_id}/turns", None, shared.key
+                )
+            except OSError as error:
+                shared.chart.error(type(error).__name__)
+                continue
+            if status == 200:
+                shared.chart.ok(time.perf_counter() - started)
+            elif status != 404:  # a session whose first turn is still in flight
+                shared.chart.error(str(status))
+    finally:
+        connections.close()
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if len(values) < 2:
+        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan")}
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return {"p50": cuts[49] * 1000, "p95": cuts[94] * 1000, "p99": cuts[98] * 1000}
+
+
+def run_phase(
+    args: argparse.Namespace, key: str, ports: list[int], name: str, *, sticky: bool, readers: int
+) -> dict[str, Any]:
+    progress(f"phase {name}: {args.clients} clients, {readers} chart readers, {args.seconds} s")
+    shared = Shared(key=key, ports=ports, stop=threading.Event())
+    threads = [
+        threading.Thread(target=agent, args=(shared, args, c, name, sticky), daemon=True)
+        for c in range(args.clients)
+    ] + [threading.Thread(target=reader, args=(shared, r), daemon=True) for r in range(readers)]
+    # Each measures from its own first request: warm-up (imports, first connections) excluded.
+    for thread in threads:
+        thread.start()
+    time.sleep(args.warmup)
+    shared.ingest.latencies.clear()
+    shared.chart.latencies.clear()
+    started = time.perf_counter()
+    time.sleep(args.seconds)
+    with shared.ingest.lock, shared.chart.lock:
+        elapsed = time.perf_counter() - started
+        ingest = list(shared.ingest.latencies)
+        chart = list(shared.chart.latencies)
+    shared.stop.set()
+    for thread in threads:
+        thread.join(timeout=180)
+    result = {
+        "phase": name,
+        "clients": args.clients,
+        "readers": readers,
+        "seconds": elapsed,
+        "turns": len(ingest),
+        "turns_per_second": len(ingest) / elapsed,
+        "ingest": percentiles(ingest),
+        "ingest_errors": dict(shared.ingest.errors),
+        "charts": len(chart),
+        "charts_per_second": len(chart) / elapsed,
+        "chart": percentiles(chart),
+        "chart_errors": dict(shared.chart.errors),
+        "sessions": len(shared.live),
+    }
+    progress(json.dumps(result))
+    return result
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def versions() -> str:
+    import daphne
+    import django
+
+    python = platform.python_version()
+    return f"Python {python}, Django {django.get_version()}, daphne {daphne.__version__}"
+
+
+def ms(values: dict[str, float]) -> str:
+    return f"{values['p50']:.0f} / {values['p95']:.0f} / {values['p99']:.0f} ms"
+
+
+def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> str:
+    today = datetime.date.today().isoformat()
+    redis = (
+        f"Redis at `{args.redis_url}` (channels-redis layer: every turn publishes"
+        " `turn.created`; Redis cache)"
+        if args.redis_url
+        else "no Redis (in-memory layer)"
+    )
+    lines = [
+        SECTION,
+        "",
+        f"Run {today} with `bench/load.py` on {machine()}, {versions()}, PostgreSQL {pg}"
+        f" ({platform.platform()}). Everything on one machine: {args.servers} daphne processes,"
+        f" PostgreSQL, Redis and the client threads share its cores.",
+        "",
+        f"**Setup**: {args.servers} × `daphne ctxweb.asgi:application` on loopback ports (no proxy:"
+        f" clients spread requests over the ports), PostgreSQL database `{LOAD_DB}` (created,"
+        f" migrated, dropped after), {redis}, `CONN_MAX_AGE=0`, rate limits off. {args.clients}"
+        f" client threads each play a coding agent: `coding_session({args.turns},"
+        f" target_tokens={args.target_tokens:,})` posted turn after turn (keep-alive HTTP), then a"
+        f" new session; bodies grow to ~{args.target_tokens // 1000}K tokens. Each phase runs"
+        f" {args.seconds} s after {args.warmup} s of warm-up; latency is the client's (whole"
+        " request on loopback); p50 / p95 / p99.",
+        "",
+        "| phase | ingest turns/s | ingest p50 / p95 / p99 | ingest errors"
+        " | chart GETs/s | chart p50 / p95 / p99 | chart errors |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        chart = (
+            f"{r['charts_per_second']:.1f} | {ms(r['chart'])} | {sum(r['chart_errors'].values())}"
+            if r["readers"]
+            else "– | – | –"
+        )
+        lines.append(
+            f"| {r['phase']} ({r['clients']} clients"
+            + (f", {r['readers']} chart readers" if r["readers"] else "")
+            + f") | **{r['turns_per_second']:.1f}** ({r['turns']:,} turns) | {ms(r['ingest'])}"
+            f" | {sum(r['ingest_errors'].values())} | {chart} |"
+        )
+    lines += [
+        "",
+        "Round robin sends each post to the next process, so the previous turn of a session was"
+        " usually written by another process and the per-process ingest cache misses (the"
+        " slow path rebuilds the previous turn's message ids from the database); sticky keeps a"
+        " client on one process, as a proxy with session affinity would (see `docs/deploy.md`)."
+        " The chart readers fetch whole sessions of up to"
+        f" {args.turns} turns while they grow.",
+        "",
+        "Each client waits for its answer before posting again, so by Little's law the latency is"
+        " the clients over the throughput ("
+        + ", ".join(
+            f"{r['clients']} / {r['turns_per_second']:.1f}"
+            f" = {r['clients'] / r['turns_per_second']:.2f} s"
+            for r in results
+            if r["turns_per_second"]
+        )
+        + f" mean): with {os.cpu_count()} cores shared by the servers, PostgreSQL and the clients,"
+        " that is mostly time spent queued for a core. Each client has its own session, so no"
+        " request waits on another's session lock.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(text: str) -> None:
+    """Replace this script's section of docs/benchmarks.md, keeping every other section."""
+    current = DOCS.read_text() if DOCS.exists() else INTRO
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(current):
+        updated = pattern.sub(lambda _: text + "\n", current, count=1)
+    else:
+        updated = current.rstrip("\n") + "\n\n" + text + "\n"
+    DOCS.write_text(updated.rstrip("\n") + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--readers", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--target-tokens", type=int, default=50_000)
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+
+    pg = postgres_version()
+    database_create()
+    servers: list[Server] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="ctxweb-load-") as data:
+            env = server_env(args, Path(data))
+            key = setup_project(env)
+            # This process generates the bodies with ctxweb's demo module: Django set up, no DB use.
+            os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")})
+            os.environ["CTXWEB_DATA_DIR"] = data
+            import django
+
+            django.setup()
+            servers = [Server(env) for _ in range(args.servers)]
+            for server in servers:
+                server.wait_ready()
+            ports = [s.port for s in servers if s.port is not None]
+            results = [
+                run_phase(args, key, ports, "ingest, round robin", sticky=False, readers=0),
+                run_phase(args, key, ports, "ingest, sticky", sticky=True, readers=0),
+                run_phase(args, key, ports, "ingest + chart", sticky=False, readers=args.readers),
+            ]
+            for server in servers:
+                server.stop()
+            errors = [line for s in servers for line in s.lines if "Error" in line]
+            if errors:
+                progress(f"server errors ({len(errors)}), first: {errors[:5]}")
+    finally:
+        for server in servers:
+            server.stop()
+        database_drop()
+    text = report(args, results, pg)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+        progress(f"wrote {DOCS.relative_to(ROOT)} ({SECTION})")
+
+
+if __name__ == "__main__":
+    main()

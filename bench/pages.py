@@ -1,0 +1,232 @@
+"""Pages benchmark: server time and SQL queries of the session page, chart data and turn inspector.
+
+Usage: ``.venv/bin/python bench/pages.py [--turns 1000] [--small-turns 100] [--requests 10]
+[--no-write]``
+
+In a throwaway ``CTXWEB_DATA_DIR`` (SQLite, ``DEBUG`` off, migrated), a generated coding session
+(``coding_session(turns, seed=1, target_tokens=150000)``, each body parsed with
+:func:`compaction.messages.parse` and stored with :func:`ctxweb.contexts.services.turn_ingest`)
+is requested through Django's test ``Client`` by a logged-in member of its project: the session
+page, the chart data API (``/api/v1/sessions/{id}/turns``) and the turn inspector of an early, a
+middle and the last turn. Each URL is requested once to warm up, then ``--requests`` times; the
+median is reported with the number of SQL queries of one request. The same is done for a session
+of ``--small-turns`` turns, to show the number of queries does not grow with turns or messages.
+
+Results go to ``docs/benchmarks.md`` under ``## Pages`` (the other sections are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "benchmarks.md"
+SECTION = "## Pages"
+TARGET_MS = 200
+INTRO = """# Benchmarks
+
+Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
+section when it is re-run. Numbers are from one run on the machine named in each section.
+"""
+
+
+def setup(data_dir: str) -> None:
+    os.environ["CTXWEB_DATA_DIR"] = data_dir
+    os.environ["DATABASE_URL"] = f"sqlite:///{data_dir}/bench.sqlite3"
+    os.environ["DEBUG"] = "0"
+    os.environ["REDIS_URL"] = ""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxweb.settings"
+    sys.path.insert(0, str(ROOT))
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def ingest(project: Any, external_id: str, turns: int) -> float:
+    from compaction.messages import parse
+    from ctxweb.contexts import services
+    from ctxweb.contexts.demo import coding_session
+
+    started = time.perf_counter()
+    for body in coding_session(turns, seed=1, target_tokens=150_000):
+        services.turn_ingest(
+            project=project,
+            external_id=external_id,
+            context=parse(body["format"], body["request"]),
+            model=body["model"],
+            usage=body["usage"],
+            turn_id=body["turn_id"],
+            context_window=200_000,
+        )
+    return time.perf_counter() - started
+
+
+def measure(client: Any, url: str, requests: int) -> dict[str, Any]:
+    from django.db import connection
+
+    queries: list[str] = []
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        queries.append(sql)
+        return execute(sql, params, many, context)
+
+    # An execute wrapper rather than the query log, which request_started resets.
+    with connection.execute_wrapper(count):
+        response = client.get(url)
+    if response.status_code != 200:
+        raise SystemExit(f"GET {url}: HTTP {response.status_code}")
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        response = client.get(url)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+    return {
+        "median_ms": statistics.median(times),
+        "max_ms": max(times),
+        "queries": len(queries),
+        "bytes": len(response.content),
+    }
+
+
+def urls(external_id: str, turns: int) -> dict[str, str]:
+    return {
+        "session page": f"/sessions/{external_id}/",
+        "chart data API": f"/api/v1/sessions/{external_id}/turns",
+        "turn inspector, first turn": f"/sessions/{external_id}/turns/0/",
+        "turn inspector, middle turn": f"/sessions/{external_id}/turns/{turns // 2}/",
+        "turn inspector, last turn": f"/sessions/{external_id}/turns/{turns - 1}/",
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from django.test import Client
+
+    from ctxweb.accounts.services import membership_set, project_create, user_get_or_create
+    from ctxweb.contexts.models import Session
+
+    user = user_get_or_create(username="bench-viewer")
+    project = project_create(name="bench-pages")
+    membership_set(project=project, user=user, role="viewer")
+    sizes = {"big": args.turns, "small": args.small_turns}
+    ingest_s = {}
+    for name, turns in sizes.items():
+        ingest_s[name] = ingest(project, f"bench-{name}", turns)
+        print(f"ingested {turns} turns in {ingest_s[name]:.1f} s", file=sys.stderr)
+    client = Client()
+    client.force_login(user)
+    results: dict[str, Any] = {}
+    for name, turns in sizes.items():
+        session = Session.objects.get(project=project, external_id=f"bench-{name}")
+        last = session.turns.order_by("-index").first()
+        results[name] = {
+            "turns": turns,
+            "messages": last.message_count,
+            "tokens": last.total_tokens,
+            "pages": {
+                label: measure(client, url, args.requests)
+                for label, url in urls(f"bench-{name}", turns).items()
+            },
+        }
+        for label, row in results[name]["pages"].items():
+            print(
+                f"{name:5} {label:28} {row['median_ms']:7.1f} ms  {row['queries']:3} queries",
+                file=sys.stderr,
+            )
+    return results
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+        cpu = found.group(1).strip() if found else cpu
+    except OSError:
+        pass
+    import sqlite3
+
+    import django
+
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, Django"
+        f" {django.__version__}, SQLite {sqlite3.sqlite_version} ({platform.platform()})"
+    )
+
+
+def render(results: dict[str, Any], args: argparse.Namespace) -> str:
+    big, small = results["big"], results["small"]
+    lines = [
+        SECTION,
+        "",
+        f"Run {datetime.date.today().isoformat()} with `bench/pages.py` on {machine()}.",
+        "",
+        f"**Session**: `coding_session({big['turns']}, seed=1, target_tokens=150000)` ingested"
+        f" with `services.turn_ingest` (last turn: {big['messages']:,} messages,"
+        f" {big['tokens']:,} tokens) into a throwaway SQLite database, `DEBUG` off. Requests"
+        " through Django's test `Client` as a logged-in viewer of the project (middleware,"
+        " session auth, template rendering and JSON included; no network). Median of"
+        f" {args.requests} requests after one warm-up; queries = SQL queries of one request. The"
+        f" same pages of a {small['turns']}-turn session show the query count does not grow"
+        f" with turns or messages. Target < {TARGET_MS} ms and a constant number of queries.",
+        "",
+        f"| page | {big['turns']:,} turns: median / max | queries | response size |"
+        f" {small['turns']:,} turns: median | queries |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, row in big["pages"].items():
+        other = small["pages"][label]
+        median = f"{row['median_ms']:.1f} ms"
+        if row["median_ms"] >= TARGET_MS:
+            median = f"**{median}**"
+        same = "" if other["queries"] == row["queries"] else " (**differs**)"
+        lines.append(
+            f"| {label} | {median} / {row['max_ms']:.1f} ms | {row['queries']}{same} |"
+            f" {row['bytes'] / 1024:,.0f} KB | {other['median_ms']:.1f} ms | {other['queries']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(section: str) -> None:
+    """Replace ``## Pages`` in docs/benchmarks.md (up to the next ``## ``), or add it; read right
+    before writing so the other scripts' sections stay as they are."""
+    DOCS.parent.mkdir(parents=True, exist_ok=True)
+    text = DOCS.read_text() if DOCS.exists() else INTRO
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOCS.write_text(text.rstrip("\n") + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=1_000)
+    parser.add_argument("--small-turns", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=10)
+    parser.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ctxweb-bench-pages-") as tmp:
+        setup(tmp)
+        results = run(args)
+    section = render(results, args)
+    print(section)
+    if not args.no_write:
+        write_section(section)
+        print(f"written to {DOCS.relative_to(ROOT)}: {SECTION}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

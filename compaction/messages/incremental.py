@@ -1,0 +1,201 @@
+"""Incremental parsing: a request that repeats the previous one's messages parses only its new ones.
+
+An agent's requests grow by a few messages each call. ``parse_incremental(format, request,
+previous)`` compares the request's messages with the previous request's (kept in a
+:class:`ParseMemo`), reuses the parsed :class:`Message` objects of the longest common prefix and
+parses and depth-checks only the rest. The result is equal to ``parse(format, request)`` in every
+respect, canonical form included, and every error is the one ``parse`` raises: on any error the
+request is parsed again in full, so the error names the same field.
+
+How messages are compared. ``==`` on the decoded JSON runs in C and is fast, but Python's equality
+holds between ``1``, ``1.0`` and ``True`` (and between ``0.0`` and ``-0.0``), which canonical JSON
+and validation (``is_error`` must be a boolean) tell apart. The memo therefore records which
+messages hold only strings and nulls (most do: text, ids, arguments); for those, ``==`` proves the
+same content and types. A message holding numbers, booleans or anything else is reused only after
+a type-strict comparison of that message.
+
+The memo keeps its own copies of the messages' objects and arrays (strings are shared), and the
+new messages are parsed from those copies, so a caller that mutates a request after the call never
+changes what the memo holds.
+
+Example:
+    >>> first = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    >>> context, memo = parse_incremental("openai-chat", first)
+    >>> second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": "yo"}]}
+    >>> context, memo = parse_incremental("openai-chat", second, memo)
+    >>> memo.reused, [m.text for m in context.messages]
+    (1, ['hi', 'yo'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from compaction.errors import FormatError
+from compaction.messages import anthropic, openai_chat, openai_responses, parse
+from compaction.messages._common import MAX_DEPTH, check_depth, expect_obj, join
+from compaction.messages.model import Context, Message
+
+__all__ = ["ParseMemo", "parse_incremental"]
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    key: str
+    parse_message: Callable[[object, str], Message]
+    build: Callable[[Mapping[str, Any], tuple[Message, ...] | None], Context]
+
+
+_ADAPTERS: Final[dict[str, _Adapter]] = {
+    "openai-chat": _Adapter(openai_chat.MESSAGES, openai_chat.parse_message, openai_chat.build),
+    "anthropic-messages": _Adapter(anthropic.MESSAGES, anthropic.parse_message, anthropic.build),
+    "openai-responses": _Adapter(
+        openai_responses.MESSAGES, openai_responses.parse_item, openai_responses.build
+    ),
+}
+
+#: Objects and arrays a message may nest (the request is depth 0, its message list 1).
+_MESSAGE_DEPTH: Final = MAX_DEPTH - 2
+
+
+@dataclass(frozen=True, eq=False)
+class ParseMemo:
+    """What :func:`parse_incremental` keeps of a request to parse the next one cheaply.
+
+    Attributes:
+        format: the request's format; a memo of another format is not used.
+        raw: the request's messages (``messages``, or ``input`` for Responses), as private copies.
+        messages: ``raw`` parsed, one :class:`Message` per item.
+        typed: indices of the items holding values other than strings and nulls (numbers,
+            booleans): they are reused only after a type-strict comparison.
+        reused: how many leading messages of this request were taken from the previous memo.
+    """
+
+    format: str
+    raw: tuple[Any, ...] = ()
+    messages: tuple[Message, ...] = ()
+    typed: tuple[int, ...] = ()
+    reused: int = 0
+
+
+def parse_incremental(
+    format: str, request: Mapping[str, Any], previous: ParseMemo | None = None
+) -> tuple[Context, ParseMemo]:
+    """Parse ``request`` like :func:`~compaction.messages.parse`, reusing ``previous``.
+
+    Args:
+        format: one of :data:`~compaction.messages.FORMATS`.
+        request: the request body.
+        previous: the memo returned for an earlier request (of any session or format: messages
+            are compared, never assumed), or ``None``.
+
+    Returns:
+        The context, equal to ``parse(format, request)``, and the memo for the next call.
+
+    Raises:
+        FormatError: exactly the error ``parse(format, request)`` raises.
+    """
+    adapter = _ADAPTERS.get(format) if isinstance(format, str) else None
+    if adapter is None:
+        parse(format, request)  # raises: unknown format
+        raise AssertionError("unreachable")  # pragma: no cover
+    try:
+        return _parse(format, adapter, request, previous)
+    except FormatError:
+        # The full parse raises the error it always would (the first bad field in its order).
+        parse(format, request)
+        raise  # pragma: no cover  (a FormatError here is always one parse raises too)
+
+
+def _parse(
+    format: str, adapter: _Adapter, request: Mapping[str, Any], previous: ParseMemo | None
+) -> tuple[Context, ParseMemo]:
+    req = expect_obj(request, "")
+    items = req.get(adapter.key)
+    if not isinstance(items, list):  # no list of messages (a Responses string input, an error)
+        return parse(format, request), ParseMemo(format)
+    for key, value in req.items():
+        if key != adapter.key:
+            check_depth(value, key, MAX_DEPTH - 1)
+    reused = 0
+    if previous is not None and previous.format == format:
+        reused = _common_prefix(items, previous)
+    raw: list[Any] = list(previous.raw[:reused]) if previous is not None else []
+    messages: list[Message] = list(previous.messages[:reused]) if previous is not None else []
+    typed = [i for i in previous.typed if i < reused] if previous is not None else []
+    for index in range(reused, len(items)):
+        path = join(adapter.key, index)
+        copy, plain = _copy(items[index], path, _MESSAGE_DEPTH)
+        messages.append(adapter.parse_message(copy, path))
+        raw.append(copy)
+        if not plain:
+            typed.append(index)
+    parsed = tuple(messages)
+    memo = ParseMemo(format, tuple(raw), parsed, tuple(typed), reused)
+    return adapter.build(req, parsed), memo
+
+
+def _common_prefix(items: list[Any], previous: ParseMemo) -> int:
+    """How many leading ``items`` have the same content and value types as ``previous.raw``."""
+    old = previous.raw
+    limit = min(len(items), len(old))
+    count = 0
+    while count < limit and items[count] == old[count]:
+        count += 1
+    for index in previous.typed:
+        if index >= count:
+            break
+        if not _strict_equal(items[index], old[index]):
+            return index
+    return count
+
+
+def _strict_equal(a: object, b: object) -> bool:
+    """``a == b`` with the same types throughout (``1``, ``1.0`` and ``True`` differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(_strict_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(_strict_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return repr(a) == repr(b)  # tells 0.0 from -0.0, as JSON does
+    return a == b
+
+
+def _copy(value: object, path: str, limit: int, depth: int = 0) -> tuple[Any, bool]:
+    """A copy of ``value``'s objects and arrays (other values shared) and whether it holds only
+    strings and nulls; a :class:`FormatError` for an object or array nested deeper than ``limit``
+    (as :func:`~compaction.messages._common.check_depth` counts). Recursion is bounded by
+    ``limit``.
+    """
+    if isinstance(value, Mapping):
+        if depth > limit:
+            raise FormatError(path, f"nested deeper than {MAX_DEPTH} levels")
+        plain = type(value) is dict
+        out: dict[Any, Any] = {}
+        for key, child in value.items():
+            if type(child) is str or child is None:
+                out[key] = child
+            else:
+                out[key], child_plain = _copy(child, join(path, str(key)), limit, depth + 1)
+                plain = plain and child_plain
+        return out, plain
+    if isinstance(value, list):
+        if depth > limit:
+            raise FormatError(path, f"nested deeper than {MAX_DEPTH} levels")
+        plain = type(value) is list
+        items: list[Any] = []
+        for index, child in enumerate(value):
+            if type(child) is str or child is None:
+                items.append(child)
+            else:
+                copied, child_plain = _copy(child, join(path, index), limit, depth + 1)
+                items.append(copied)
+                plain = plain and child_plain
+        return items, plain
+    return value, type(value) is str or value is None

@@ -1,0 +1,156 @@
+"""The API's JSON body parser: every way a body can be unreadable is a 400 naming where.
+
+DRF's own parser lets two things through as server errors: JSON nested deeper than Python's
+recursion limit (``RecursionError`` while decoding, or later while storing it) and strings that no
+database column can hold (NUL characters, lone surrogates from ``\\ud800`` escapes). This parser
+refuses both, with the path of the offending value, before any view sees the body.
+
+Paths inside the top-level ``request`` object are named relative to it (``messages.3.content``),
+as the format parsers of :mod:`compaction.messages` name them; everything else from the body's
+root (``usage.input_tokens``, ``params.keep``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework.parsers import JSONParser
+
+from ctxweb.apierrors import ApiError
+
+#: Objects and arrays nested deeper than this are refused. Real requests nest a few levels (a
+#: tool's JSON schema perhaps twenty); the format parsers allow 256 inside ``request``.
+MAX_DEPTH = 300
+#: A path longer than this many segments is shortened in the error (``0.0.0.0.0.0.…``).
+PATH_SEGMENTS = 12
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+#: The escapes that can decode to a NUL or a (possibly lone) surrogate.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def field_path(segments: list[str | int]) -> str:
+    """The error field of a value at ``segments`` below the body's root."""
+    if len(segments) > 1 and segments[0] == "request":
+        segments = segments[1:]
+    names = [str(s) for s in segments] or ["body"]
+    if len(names) > PATH_SEGMENTS:
+        names = [*names[:PATH_SEGMENTS], "…"]
+    return ".".join(names)
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _deep_path(text: str, limit: int) -> list[str | int]:
+    """The path of the first value nested deeper than ``limit``, found by scanning the text.
+
+    Used only after the decoder gave up (``RecursionError``), so the slow scan costs nothing on a
+    good body.
+    """
+    # Each open container: its current key (objects) or index (arrays).
+    stack: list[list[Any]] = []
+    expect_key = False
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            stack.append([0 if token == "[" else None])
+            expect_key = token == "{"
+            if len(stack) > limit:
+                return [frame[0] for frame in stack[:-1]]
+        elif token in "]}":
+            if stack:
+                stack.pop()
+        elif token == ",":
+            if stack and isinstance(stack[-1][0], int):
+                stack[-1][0] += 1
+            else:
+                expect_key = True
+        elif token == ":":
+            expect_key = False
+        elif expect_key and stack:
+            stack[-1][0] = json.loads(token)
+            expect_key = False
+    return [frame[0] for frame in stack]
+
+
+def _bad_string(value: str) -> str | None:
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (a lone surrogate)"
+    return None
+
+
+def check_body(data: Any, *, limit: int = MAX_DEPTH, strings: bool = True) -> None:
+    """Refuse nesting deeper than ``limit`` and, with ``strings``, keys or strings that a database
+    cannot store. Iterative: a deep body cannot exhaust the stack here."""
+    stack: list[tuple[Any, list[str | int]]] = [(data, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, Mapping | list) and len(path) > limit:
+            raise ApiError(
+                f"The body is nested deeper than {limit} levels.",
+                fields={field_path(path): f"nested deeper than {limit} levels"},
+            )
+        if isinstance(node, Mapping):
+            for key, child in node.items():
+                reason = _bad_string(key) if strings else None
+                if reason is not None:
+                    where = field_path([*path, key.replace("\x00", "\\u0000")])
+                    raise ApiError(f"A key {reason}.", fields={where: f"key {reason}"})
+                if isinstance(child, Mapping | list) or (strings and isinstance(child, str)):
+                    stack.append((child, [*path, key]))
+        elif isinstance(node, list):
+            for index, child in enumerate(node):
+                if isinstance(child, Mapping | list) or (strings and isinstance(child, str)):
+                    stack.append((child, [*path, index]))
+        elif isinstance(node, str):
+            reason = _bad_string(node)
+            if reason is not None:
+                raise ApiError(f"{field_path(path)} {reason}.", fields={field_path(path): reason})
+
+
+class JsonBodyParser(JSONParser):
+    """``application/json`` bodies: UTF-8, strict JSON (no ``NaN``), bounded nesting, storable
+    strings. Every failure is the contract's 400 with ``fields`` naming where."""
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        raw = stream.read() if stream is not None else b""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ApiError(
+                "The body is not valid UTF-8.",
+                code="parse_error",
+                fields={"body": f"invalid UTF-8 at byte {exc.start}"},
+            ) from None
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            where = field_path(_deep_path(text, MAX_DEPTH))
+            raise ApiError(
+                f"The body is nested deeper than {MAX_DEPTH} levels.",
+                fields={where: f"nested deeper than {MAX_DEPTH} levels"},
+            ) from None
+        except ValueError as exc:
+            raise ApiError(
+                f"The body is not valid JSON: {exc}.",
+                code="parse_error",
+                fields={"body": str(exc)},
+            ) from None
+        # Strings need a look only when an escape could have made a NUL or a lone surrogate: a
+        # raw NUL is invalid JSON, and decoded UTF-8 holds no surrogates.
+        check_body(data, strings=_SUSPECT_ESCAPE.search(text) is not None)
+        return data

@@ -1,0 +1,92 @@
+"""Rate limits of the REST API: per API key, or per user for a dashboard login.
+
+Two budgets, both read from settings at request time (``CTXWEB_RATE_LIMIT`` and
+``CTXWEB_RATE_LIMIT_COSTLY``, such as ``"1200/min"``): every request counts against the first;
+previews, operations and imports, which plan over a whole context, also count against the
+second, lower one. Over a budget the API answers ``429`` with ``Retry-After`` and the contract's
+error shape (:mod:`ctxweb.apierrors`). Counters live in Django's cache, shared by every process
+when ``REDIS_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from rest_framework.throttling import SimpleRateThrottle
+
+if TYPE_CHECKING:  # DRF imports this module while rest_framework.views is still loading
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
+
+logger = logging.getLogger(__name__)
+
+#: Routes that plan or apply a strategy over a whole context, or import a transcript.
+COSTLY_ROUTES = frozenset(
+    {
+        "api-preview",
+        "api-session-preview",
+        "api-operations",
+        "api-operation-undo",
+        "api-import",
+    }
+)
+
+
+def caller_ident(request: Request) -> str | None:
+    """Who a request counts against: its API key, else its logged-in user; None if anonymous.
+
+    The key's hash and the user's join time ride along with the ids, so a row id that the
+    database hands out again (SQLite reuses a deleted last id) starts with a fresh budget.
+    """
+    from ctxweb.accounts.models import ApiKey  # models load after the settings that name us
+
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return f"key:{auth.pk}:{auth.key_hash[:16]}"
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and getattr(user, "pk", None) is not None:
+        joined = getattr(user, "date_joined", None)
+        return f"user:{user.pk}:{joined.timestamp() if joined else ''}"
+    return None
+
+
+class ApiRateThrottle(SimpleRateThrottle):
+    """Every authenticated API request: ``CTXWEB_RATE_LIMIT`` per key or user."""
+
+    scope = "api"
+    setting = "CTXWEB_RATE_LIMIT"
+
+    def get_rate(self) -> str | None:
+        # Read when the throttle is made, once per request: a changed setting applies at once.
+        return str(getattr(settings, self.setting, "") or "") or None
+
+    def applies(self, request: Request, view: APIView) -> bool:
+        return True
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        # A limit guards the service; it must not become a way for a Redis outage to take the
+        # API down with it: when the cache cannot be reached the request goes through.
+        try:
+            return bool(super().allow_request(request, view))
+        except Exception:
+            logger.warning("rate limit %s not checked: the cache is unavailable", self.scope)
+            return True
+
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        ident = caller_ident(request)
+        if ident is None or not self.applies(request, view):
+            return None
+        return f"ctxweb-throttle:{self.scope}:{ident}"
+
+
+class CostlyRateThrottle(ApiRateThrottle):
+    """Previews, operations and imports: ``CTXWEB_RATE_LIMIT_COSTLY`` per key or user."""
+
+    scope = "costly"
+    setting = "CTXWEB_RATE_LIMIT_COSTLY"
+
+    def applies(self, request: Request, view: APIView) -> bool:
+        match: Any = getattr(request, "resolver_match", None)
+        return match is not None and match.url_name in COSTLY_ROUTES

@@ -1,0 +1,329 @@
+"""Live updates end to end: the real ASGI app (daphne, WebSockets) driven by headless Chromium.
+
+Unlike ``test_browser.py`` (pytest-django's WSGI live server, no WebSockets), this starts
+``daphne ctxweb.asgi:application`` as a subprocess in the embedded shape: its own temporary
+``CTXWEB_DATA_DIR`` (a fresh SQLite file, migrated by ``manage.py migrate``), no ``DATABASE_URL``
+and no ``REDIS_URL`` (in-memory channel layer, operations in a background thread). Data is set up
+with the management commands of the public contract and everything else goes through HTTP: the
+REST API with a Bearer key, the dashboard in the browser. The test database of pytest is not used.
+
+Debian's Chromium at /usr/bin/chromium is used as is (no browser is ever downloaded). Without it
+the test skips with the reason, except under ``CI=true`` where it fails. Screenshots go to
+``test-output/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxweb.contexts.demo import coding_session
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+USERNAME = "operator"
+PASSWORD = "pw-operator-123"
+PROJECT = "live"
+SESSION = "live-session"
+#: The ingest bodies: the first ``INITIAL`` posted before the page opens, the next one live.
+BODIES = coding_session(7, seed=11, target_tokens=20_000)
+#: ctxweb-auto's target: well under the last context (about 14K tokens counted), so applying it
+#: really shrinks the context.
+TARGET_TOKENS = 6_000  # out of reach (the latest outputs stay verbatim): it does what it can
+#: The generated session is a single user request (its latest turn): let ctxweb-auto reach its
+#: older tool outputs.
+LATEST_TURN = "outputs"
+INITIAL = 6
+#: Generous bounds for live updates (they normally arrive within a fraction of a second).
+LIVE_MS = 30_000
+
+pytestmark = [pytest.mark.browser]
+
+
+@dataclass
+class Server:
+    url: str
+    key: str
+    log: Path
+
+
+def _environment(data_dir: Path) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("DATABASE_URL", "REDIS_URL", "DEBUG", "ALLOWED_HOSTS")
+        and not name.startswith(("CTXWEB_", "DJANGO_", "CELERY_"))
+    }
+    # Opt-in production shape (never in the default passes): an empty throwaway PostgreSQL
+    # database and a Redis database; a Celery worker then runs the operations.
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        if os.environ.get(f"LIVE_TEST_{name}"):
+            env[name] = os.environ[f"LIVE_TEST_{name}"]
+    env.update(
+        CTXWEB_DATA_DIR=str(data_dir),
+        DJANGO_SETTINGS_MODULE="ctxweb.settings",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _manage(env: dict[str, str], *args: str, **extra_env: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env={**env, **extra_env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, f"manage.py {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"daphne exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"daphne did not answer within 30 s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    if not CHROMIUM.exists():  # checked first: no server is started for a skipped test
+        reason = f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    data_dir = tmp_path_factory.mktemp("ctxweb-live")
+    env = _environment(data_dir)
+    _manage(env, "migrate", "--noinput")
+    # The contract's commands, run in one interpreter (each start of manage.py costs seconds).
+    script = (
+        "import io; from django.core.management import call_command; out = io.StringIO(); "
+        "call_command('createsuperuser', interactive=False); "
+        f"call_command('create_project', {PROJECT!r}, owner={USERNAME!r}); "
+        f"call_command('create_api_key', project={PROJECT!r}, role='operator', stdout=out); "
+        "print(out.getvalue().strip().splitlines()[-1])"
+    )
+    output = _manage(
+        env,
+        "shell",
+        "-c",
+        script,
+        DJANGO_SUPERUSER_USERNAME=USERNAME,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        DJANGO_SUPERUSER_EMAIL="operator@example.com",
+    )
+    key = output.strip().splitlines()[-1].strip()
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = data_dir / "daphne.log"
+    daphne = str(Path(sys.executable).with_name("daphne"))
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [daphne, "-b", "127.0.0.1", "-p", str(port), "ctxweb.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    processes = [process]
+    try:
+        if env.get("REDIS_URL"):
+            celery = str(Path(sys.executable).with_name("celery"))
+            with (data_dir / "celery.log").open("wb") as out:
+                processes.append(
+                    subprocess.Popen(
+                        [celery, "-A", "ctxweb", "worker", "--pool=solo", "--loglevel=info"],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+        _wait_until_serving(url, process, log)
+        yield Server(url=url, key=key, log=log)
+    finally:
+        for running in processes:
+            running.terminate()
+        for running in processes:
+            try:
+                running.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                running.kill()
+                running.wait(timeout=10)
+
+
+def api(server: Server, method: str, path: str, body: Any = None) -> Any:
+    request = urllib.request.Request(
+        f"{server.url}/api/v1/{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {server.key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise AssertionError(f"{method} {path}: {error.code} {error.read()[:2000]!r}") from error
+
+
+def post_turn(server: Server, body: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = api(server, "POST", f"sessions/{SESSION}/turns", body)
+    return result
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def new_page(browser: Any) -> Iterator[Callable[[], Any]]:
+    """Pages of one browser context (one login); no page may raise a JavaScript error."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(LIVE_MS)
+    errors: list[str] = []
+
+    def new_page() -> Any:
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(f"{page.url}: {error}"))
+        return page
+
+    yield new_page
+    context.close()
+    assert errors == [], f"JavaScript errors: {errors}"
+
+
+def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def stack_count(page: Any) -> int:
+    return int(page.evaluate("() => window.ctxwebChart.stacks().count"))
+
+
+def wait_for_stacks(page: Any, count: int) -> None:
+    page.wait_for_function(f"() => window.ctxwebChart.stacks().count === {count}")
+
+
+def test_live_turns_and_an_applied_operation_reach_the_open_pages(
+    server: Server, new_page: Callable[[], Any]
+) -> None:
+    from playwright.sync_api import expect
+
+    for body in BODIES[:INITIAL]:
+        post_turn(server, body)
+    base = server.url
+    page = new_page()
+    frames: list[str] = []  # what the session page's WebSocket received
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(str(data))))
+
+    # Log in through the dashboard's form.
+    page.goto(f"{base}/")
+    assert "/accounts/login/" in page.url
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+    # The session page stays open, never reloaded, until the end.
+    page.goto(f"{base}/sessions/{SESSION}/")
+    page.wait_for_function("() => window.ctxwebLive && window.ctxwebLive.state() === 1")
+    page.evaluate("() => { window.__notReloaded = true; }")
+    assert stack_count(page) == INITIAL
+
+    # A turn posted through the API appears as one more stack.
+    post_turn(server, BODIES[INITIAL])
+    wait_for_stacks(page, INITIAL + 1)
+    expect(page.locator("#chart-live")).to_contain_text(f"Turn {INITIAL}:")
+    shot(page, "live-turn-appended")
+
+    # Apply ctxweb-auto from the preview page (another tab): its status reaches "succeeded" by
+    # itself, and the session page hears the operation finish.
+    preview = new_page()
+    preview.goto(
+        f"{base}/sessions/{SESSION}/preview/?strategy=ctxweb-auto&target_tokens={TARGET_TOKENS}"
+        f"&latest_turn={LATEST_TURN}"
+    )
+    preview.click("[data-apply]")
+    preview.wait_for_url("**operation=*")
+    operation_id = int(preview.url.rsplit("operation=", 1)[1].split("&")[0])
+    expect(preview.locator(f'[data-operation="{operation_id}"]')).to_contain_text("succeeded")
+    shot(preview, "live-operation-succeeded")
+    expect(page.locator("#chart-live")).to_contain_text(f"Operation {operation_id} (ctxweb-auto)")
+    finished = [json.loads(f) for f in frames if '"operation.finished"' in f]
+    assert [m["operation"]["status"] for m in finished] == ["succeeded"], frames
+    operation = api(server, "GET", f"operations/{operation_id}")
+    assert operation["status"] == "succeeded", operation
+    result = operation["result"]
+    assert result["tokens_after"] < result["tokens_before"] - 1_000, operation
+
+    # The agent's next call starts from the managed context: a smaller stack, with the
+    # operation's marker, appears on the session page.
+    context = api(server, "GET", f"sessions/{SESSION}/context")
+    request = context["request"]
+    request["messages"] = [
+        *request["messages"],
+        {"role": "assistant", "content": "The compacted context is enough to go on."},
+        {"role": "user", "content": "Good: now run the whole test suite once more."},
+    ]
+    created = post_turn(server, {"format": context["format"], "request": request})
+    assert created["index"] == INITIAL + 1
+    wait_for_stacks(page, INITIAL + 2)
+    assert page.evaluate("() => window.__notReloaded === true"), "the session page reloaded"
+    shot(page, "live-turn-after-operation")
+
+    turns = api(server, "GET", f"sessions/{SESSION}/turns")
+    assert [t["index"] for t in turns] == list(range(INITIAL + 2))
+    before, after = turns[-2], turns[-1]
+    assert after["total_tokens"] < before["total_tokens"], (before, after)
+    # Counted against the managed context before the operation (``before`` also holds the
+    # usage it reported): the two messages appended cost far less than the operation saved.
+    assert after["total_tokens"] < result["tokens_before"], (result, after)
+    assert [e for e in after["events"] if e.get("type") == "operation"], after["events"]
