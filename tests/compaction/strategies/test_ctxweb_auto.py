@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
+from compaction.regions import context_regions, is_summary
 from compaction.strategies import get_strategy
 from compaction.strategies.ctxweb_auto import SUMMARY_HEADER, pointer
+from compaction.strategies.ctxweb_text import DIGEST_HEADER
 from compaction.turns import orphans
 
 from .builders import a, atc, ctx, sys, t, u
@@ -100,11 +103,36 @@ def _agent_turn(calls=12, size=6000):
     return ctx(*messages)
 
 
-def test_by_default_it_leaves_the_latest_user_turn_alone(counter):
+def test_with_latest_turn_verbatim_it_never_touches_the_latest_user_turn(counter):
     context = _agent_turn()
-    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 5000}, counter=counter)
+    params = {"target_tokens": 5000, "latest_turn": "verbatim"}
+    plan = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
     assert plan.context.messages == context.messages
     assert any("above the target" in w for w in plan.warnings)
+
+
+def test_by_default_it_reaches_into_the_latest_turn_only_when_the_target_needs_it(counter):
+    context = _agent_turn()
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 6000}, counter=counter)
+    messages = plan.context.messages
+    assert plan.after.total <= 6000
+    # the user's request and the last three tool calls with their outputs stay verbatim
+    assert messages[:2] == context.messages[:2]
+    assert messages[-6:] == context.messages[-6:]
+    assert any("the target needed the latest user turn" in w for w in plan.warnings)
+    assert orphans(messages).ok
+    reachable = _reachable(plan)
+    for i in range(12):
+        assert f"ERROR: out {i} src/f{i}.py" in reachable
+
+
+def test_by_default_the_latest_turn_stays_verbatim_when_older_turns_suffice(counter):
+    context = ctx(*_context(turns=10, size=3000).messages, *_agent_turn().messages[1:])
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 40_000}, counter=counter)
+    latest = len(context.messages) - 25
+    assert plan.after.total <= 40_000
+    assert plan.context.messages[-25:] == context.messages[latest:]
+    assert not any("latest user turn" in w for w in plan.warnings)
 
 
 def test_with_latest_turn_outputs_it_externalizes_older_outputs_of_the_latest_turn(counter):
@@ -121,3 +149,92 @@ def test_with_latest_turn_outputs_it_externalizes_older_outputs_of_the_latest_tu
     for i in range(12):
         assert f"ERROR: out {i} src/f{i}.py" in reachable
     assert orphans(messages).ok
+
+
+def test_the_digest_step_replaces_old_turns_one_by_one_with_pointing_digests(counter):
+    messages = [sys("You are an agent.")]
+    for i in range(10):
+        messages += [
+            u(f"step {i}: edit src/mod{i}.py " + "and explain the change in detail. " * 20),
+            atc(f"c{i}", name="bash"),
+            t(f"c{i}", f"ERROR: failure {i} in tests/test_{i}.py\n" + "z" * 3000),
+            a("I changed the module as follows. " * 40 + f"fixed {i}"),
+        ]
+    context = ctx(*messages)
+    params = {"target_tokens": 4000, "max_step": "digest"}
+    plan = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
+    digests = [m for m in plan.context.messages if m.text.startswith(DIGEST_HEADER)]
+    assert 1 <= len(digests) <= 9
+    assert plan.context.messages[-4:] == context.messages[-4:]
+    assert orphans(plan.context.messages).ok
+    first = digests[0].text
+    assert "user: step 0: edit src/mod0.py" in first
+    assert "tools: bash ×1" in first
+    assert "ERROR: failure 0 in tests/test_0.py" in first
+    assert "reply: …" in first
+    assert "as follows. fixed 0" in first
+    [full] = [x for x in plan.artifacts if pointer(x.id) in first]
+    assert full.kind == "turn"
+    assert "z" * 3000 in full.content  # the turn as it came in, before steps 1-3
+    assert is_summary(digests[0])
+    regions = context_regions(plan.context, counter)
+    assert regions.regions.get("summary", 0) > 0
+
+
+def test_a_turn_whose_digest_would_not_save_enough_is_left_for_the_summary(counter):
+    context = ctx(sys("s"), *(m for i in range(8) for m in (u(f"hi {i}"), a(f"ok {i}"))))
+    params = {"target_tokens": 20, "max_step": "digest"}
+    plan = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
+    assert plan.context.messages == context.messages
+
+
+def test_big_tool_arguments_are_externalized_as_valid_json_keeping_every_key(counter):
+    content = "def f():\n    return 1\n" * 800
+    args = json.dumps({"path": "src/big.py", "content": content})
+    context = ctx(
+        sys("s"),
+        u("write it"),
+        atc("w1", name="write", args=args),
+        t("w1", "ok"),
+        u("thanks"),
+        a("done"),
+    )
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 500}, counter=counter)
+    [call] = plan.context.messages[2].tool_calls
+    data = json.loads(call.arguments)
+    assert data["path"] == "src/big.py"
+    assert data["content"].startswith("[EXTERNALIZED:")
+    [edit] = [e for e in plan.edits if e.detail == "externalize: tool input w1"]
+    [kept] = [x for x in plan.artifacts if x.id == edit.artifact_id]
+    assert kept.content == content
+    assert kept.kind == "tool_input"
+
+
+def test_it_never_makes_a_message_bigger_or_keeps_an_artifact_it_does_not_use(counter):
+    messages = [sys("s"), u("go")]
+    for i in range(40):
+        messages += [atc(f"c{i}", name="ls"), t(f"c{i}", f"f{i}.py")]
+    messages += [u("again"), a("ok")]
+    context = ctx(*messages)
+    params = {"target_tokens": 200, "max_step": "prune"}
+    plan = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
+    assert all(e.tokens_after < e.tokens_before for e in plan.edits)
+    assert plan.after.total <= plan.before.total
+    used = {e.artifact_id for e in plan.edits}
+    assert {x.id for x in plan.artifacts} <= used
+
+
+def test_the_summary_is_shortened_only_when_that_meets_the_target(counter):
+    context = _context(turns=30, size=200)
+    strategy = get_strategy("ctxweb-auto")
+    full = strategy.plan(context, {"target_tokens": 10**7, "target_fraction": 1.0}, counter=counter)
+    assert full.edits == ()
+    plan = strategy.plan(context, {"target_tokens": 250}, counter=counter)
+    summary = plan.context.messages[1].text
+    assert plan.after.total <= 250
+    assert "shortened to fit" in summary
+    assert any("summary was shortened" in w for w in plan.warnings)
+    [kept] = [x for x in plan.artifacts if x.kind == "summarized_messages"]
+    assert summary.endswith(pointer(kept.id))
+    [edit] = [e for e in plan.edits if e.kind == "insert-summary"]
+    assert edit.tokens_after == counter.count_message(plan.context.messages[1]).total

@@ -1,0 +1,192 @@
+"""The texts ``ctxweb-auto`` writes: pointers, short descriptions, shrunk tool-call arguments,
+per-turn digests, and summaries cut to a token budget.
+
+Pure string work, kept apart from the strategy's escalation logic in
+:mod:`compaction.strategies.ctxweb_auto`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from compaction.messages.model import Message
+from compaction.regions import CTXWEB_SUMMARY_MARKER
+from compaction.summarizers import extract_facts, messages_text
+
+__all__ = [
+    "CUT_NOTE",
+    "DIGEST_HEADER",
+    "POINTER",
+    "describe",
+    "digest_text",
+    "fit_summary",
+    "pointer",
+    "shrink_arguments",
+]
+
+#: A ctxweb pointer: ``[EXTERNALIZED:<sha256>]``.
+POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{64}\]")
+
+#: How a turn digest begins. It starts with the summary marker, so the regions count a digest as
+#: summary, but not with the full summary's own first line (the marker alone on its line), so
+#: the summarize step still tells the two apart.
+DIGEST_HEADER = CTXWEB_SUMMARY_MARKER + " digest of a user turn"
+
+#: Facts listed in one digest; the rest are reachable through its pointer.
+DIGEST_FACTS = 24
+#: Characters of the user's request and of the final reply a digest quotes.
+DIGEST_QUOTE = 240
+
+
+def pointer(artifact_id: str) -> str:
+    """The pointer ctxweb leaves for externalized content."""
+    return f"[EXTERNALIZED:{artifact_id}]"
+
+
+def describe(text: str) -> str:
+    """A one-line description of ``text``: its size and how it starts.
+
+    Example:
+        >>> describe("Traceback (most recent call last):\\n  File x")
+        '43 bytes, 2 lines; starts: Traceback (most recent call last):'
+    """
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    lines = text.count("\n") + 1
+    return f"{len(text.encode('utf-8'))} bytes, {lines} lines; starts: {first[:100]}"
+
+
+def _clip(text: str, limit: int, *, tail: bool = False) -> str:
+    """``text`` on one line, cut to ``limit`` characters (keeping its end when ``tail``)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return "…" + text[-(limit - 1) :] if tail else text[: limit - 1] + "…"
+
+
+#: An object's first key and the space after its colon, if any.
+_FIRST_KEY = re.compile(r'\s*\{\s*"(?:[^"\\]|\\.)*"\s*:(\s*)')
+
+
+def shrink_arguments(arguments: str, shrink: Callable[[str], str | None]) -> str | None:
+    """``arguments`` (a tool call's JSON) with each string value ``shrink`` replaces, still valid
+    JSON with every key kept; ``None`` when nothing changed or the arguments are not JSON.
+
+    ``shrink(value)`` returns the replacement for a string value, or ``None`` to keep it.
+
+    Example:
+        >>> shrink_arguments('{"path": "a.py", "content": "xxxxxx"}',
+        ...                  lambda v: "[gone]" if len(v) > 4 else None)
+        '{"path": "a.py", "content": "[gone]"}'
+    """
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    changed = False
+
+    def walk(value: Any) -> Any:
+        nonlocal changed
+        if isinstance(value, str):
+            new = shrink(value)
+            if new is not None and new != value:
+                changed = True
+                return new
+            return value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    shrunk = walk(data)
+    if not changed:
+        return None
+    # the original's separators (compact ``{"a":1}`` or spaced ``{"a": 1}``), so the keys and
+    # values left alone read byte for byte as they did
+    first = _FIRST_KEY.match(arguments)
+    compact = first is None or not first.group(1)
+    separators = (",", ":") if compact else (", ", ": ")
+    return json.dumps(shrunk, ensure_ascii=False, separators=separators)
+
+
+def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
+    """One user turn as a short digest: the request, the tools called, the errors and facts it
+    holds, the last reply, and a pointer to the turn's full text.
+
+    Example:
+        >>> from compaction.messages.model import Message, TextPart
+        >>> text = digest_text([Message("user", (TextPart("Fix src/app.py"),))], "0" * 64)
+        >>> text.splitlines()[1]
+        'user: Fix src/app.py'
+    """
+    request = next((m.text for m in turn if m.role == "user" and m.text.strip()), "")
+    reply = next((m.text for m in reversed(turn) if m.role == "assistant" and m.text.strip()), "")
+    calls = Counter(c.name for m in turn for c in m.tool_calls)
+    facts = extract_facts(messages_text(turn))
+    lines = [DIGEST_HEADER, f"user: {_clip(request, DIGEST_QUOTE)}"]
+    if calls:
+        lines.append("tools: " + ", ".join(f"{name} ×{n}" for name, n in calls.items()))
+    if facts.errors:
+        lines.append("errors: " + " | ".join(_clip(e, 160) for e in facts.errors[-3:]))
+    shown = [f for f in facts.all() if f not in facts.errors][:DIGEST_FACTS]
+    if shown:
+        lines.append("facts: " + ", ".join(f"`{_clip(f, 80)}`" for f in shown))
+    if reply:
+        # a reply's conclusion is at its end
+        lines.append(f"reply: {_clip(reply, DIGEST_QUOTE, tail=True)}")
+    lines.append(f"full turn: {pointer(full_text_id)}")
+    return "\n".join(lines)
+
+
+#: How a cut summary says so.
+CUT_NOTE = "(shortened to fit the target; the full text below holds everything)"
+
+
+def _priority(lines: Sequence[str]) -> list[int]:
+    """Each line's rank for :func:`fit_summary` (0 kept first): headings, then the goal, next
+    steps, blockers and facts, then everything else."""
+    ranks = []
+    section = ""
+    for line in lines:
+        if line.startswith("#"):
+            section = line.lstrip("#").strip().lower()
+            ranks.append(0)
+        elif section in ("goal", "next steps", "critical context", "blocked"):
+            ranks.append(1)
+        elif section == "in progress":
+            ranks.append(2)
+        else:
+            ranks.append(3)
+    return ranks
+
+
+def fit_summary(summary: str, budget: int, count: Callable[[str], int]) -> str:
+    """``summary`` cut to about ``budget`` tokens (by ``count``), whole lines at a time.
+
+    Headings stay, then the goal, next steps, blockers and Critical Context facts, then the
+    rest, each in the summary's own order; a note says the summary was cut. A summary within
+    the budget comes back unchanged.
+
+    Example:
+        >>> fit_summary("## Goal\\nship it", 100, len)
+        '## Goal\\nship it'
+    """
+    if count(summary) <= budget:
+        return summary
+    lines = summary.splitlines()
+    ranks = _priority(lines)
+    order = sorted(range(len(lines)), key=lambda i: (ranks[i], i))
+    spent = count(CUT_NOTE) + 1
+    kept: set[int] = set()
+    for i in order:
+        cost = count(lines[i]) + 1
+        if spent + cost > budget:
+            continue
+        spent += cost
+        kept.add(i)
+    body = [line for i, line in enumerate(lines) if i in kept]
+    return "\n".join([*body, CUT_NOTE])
