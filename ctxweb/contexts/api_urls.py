@@ -1,4 +1,8 @@
-"""REST routes under /api/v1/."""
+"""REST routes under /api/v1/.
+
+Session ids may hold slashes (an import's ``prefix``, ``tau/task-0``), so they use the ``path``
+converter and the bare session route comes after every longer one.
+"""
 
 from django.urls import path
 
@@ -7,12 +11,12 @@ from ctxweb.contexts import apis_strategies as strategy_apis
 
 urlpatterns = [
     path(
-        "sessions/<str:external_id>/operations",
+        "sessions/<path:external_id>/operations",
         apis_operations.OperationCreateApi.as_view(),
         name="api-operations",
     ),
     path(
-        "sessions/<str:external_id>/context",
+        "sessions/<path:external_id>/context",
         apis_operations.ManagedContextApi.as_view(),
         name="api-managed-context",
     ),
@@ -29,20 +33,20 @@ urlpatterns = [
     path("health", apis.HealthApi.as_view(), name="api-health"),
     path("import", apis_import.ImportApi.as_view(), name="api-import"),
     path("sessions", apis.SessionListApi.as_view(), name="api-sessions"),
-    path("sessions/<str:external_id>", apis_operations.SessionApi.as_view(), name="api-session"),
-    path("sessions/<str:external_id>/turns", apis.TurnsApi.as_view(), name="api-turns"),
+    path("sessions/<path:external_id>/turns", apis.TurnsApi.as_view(), name="api-turns"),
     path(
-        "sessions/<str:external_id>/turns/<int:index>",
+        "sessions/<path:external_id>/turns/<int:index>",
         apis.TurnDetailApi.as_view(),
         name="api-turn",
     ),
     path("strategies", strategy_apis.StrategyListApi.as_view(), name="api-strategies"),
     path("preview", strategy_apis.PreviewApi.as_view(), name="api-preview"),
     path(
-        "sessions/<str:external_id>/preview",
+        "sessions/<path:external_id>/preview",
         strategy_apis.SessionPreviewApi.as_view(),
         name="api-session-preview",
     ),
+    path("sessions/<path:external_id>", apis_operations.SessionApi.as_view(), name="api-session"),
     path(
         "artifacts/<str:artifact_id>",
         strategy_apis.ArtifactDownloadApi.as_view(),

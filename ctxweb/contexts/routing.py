@@ -5,5 +5,5 @@ from django.urls import path
 from ctxweb.contexts.consumers import SessionConsumer
 
 websocket_urlpatterns = [
-    path("ws/sessions/<str:external_id>/", SessionConsumer.as_asgi()),
+    path("ws/sessions/<path:external_id>/", SessionConsumer.as_asgi()),
 ]

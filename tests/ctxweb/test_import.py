@@ -327,6 +327,21 @@ def test_the_prefix_goes_before_every_session_id(world: World) -> None:
     assert Session.objects.get().external_id == "run-7/good"
 
 
+def test_a_prefixed_session_is_reachable_through_every_session_route(world: World) -> None:
+    upload(world, json.dumps(CHAT[:1]).encode(), "chat.json", prefix="run-7/")
+    api = world.api(world.ingest_key)
+    for path in ("", "/turns", "/turns/0"):
+        response = api.get(f"/api/v1/sessions/run-7/good{path}")
+        assert response.status_code == 200, (path, response.content)
+    preview = api.post(
+        "/api/v1/sessions/run-7/good/preview", {"strategy": "nanobot-trim"}, format="json"
+    )
+    assert preview.status_code == 200, preview.content
+    login = world.login(world.owner)
+    assert login.get("/sessions/run-7/good/").status_code == 200
+    assert login.get("/sessions/run-7/good/turns/0/").status_code == 200
+
+
 @pytest.mark.parametrize(
     ("fields", "data", "field"),
     [

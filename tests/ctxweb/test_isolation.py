@@ -229,7 +229,7 @@ PAGES: dict[str, list[Call]] = {
     ],
     "artifact-detail": [Call("GET", "/artifacts/{art}/")],
 }
-WEBSOCKETS = {"ws/sessions/<str:external_id>/"}
+WEBSOCKETS = {"ws/sessions/<path:external_id>/"}
 
 
 def _routes() -> Iterator[tuple[str, Any]]:

@@ -94,6 +94,26 @@ def test_a_member_connects_and_hears_new_turns(world: World, session_id: str) ->
     run(scenario)
 
 
+def test_a_session_whose_id_holds_slashes_is_live_too(world: World) -> None:
+    # imported sessions carry their prefix: "tau/task-0-trial-0"
+    assert post_turn(world, "import/run-1", body(history(1))).status_code == 201
+    cookie = cookie_for(world.owner)
+
+    async def scenario() -> None:
+        communicator = socket("/ws/sessions/import/run-1/", ORIGIN, cookie)
+        connected, _ = await communicator.connect()
+        assert connected
+        assert (await communicator.receive_json_from())["type"] == "hello"
+        response = await sync_to_async(post_turn)(world, "import/run-1", body(history(2)))
+        assert response.status_code == 201
+        message = await communicator.receive_json_from(timeout=10)
+        assert message["type"] == "turn.created"
+        assert message["turn"]["index"] == 1
+        await communicator.disconnect()
+
+    run(scenario)
+
+
 def test_operation_progress_and_finish_arrive_live(world: World, session_id: str) -> None:
     cookie = cookie_for(world.owner)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.apps import apps
+from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction.strategies import STRATEGIES, list_strategies
 from ctxweb.contexts import planning
@@ -506,3 +507,48 @@ def test_the_schema_documents_the_preview_endpoints(world: World) -> None:
         "/api/v1/artifacts/{artifact_id}",
     ):
         assert path in paths
+
+
+def test_every_strategy_previews_a_real_imported_session(world: World, transcripts: Path) -> None:
+    """The issue's 'done when': a real transcript imported through the API, then a preview of
+    each strategy on it through the API, each plan readable (edits, regions, artifacts)."""
+    data = (transcripts / "codex" / "agentcmd-rollout-0924-2012.jsonl").read_bytes()
+    client = world.api(world.ingest_key)
+    imported = client.post(
+        "/api/v1/import",
+        {"file": SimpleUploadedFile("rollout.jsonl", data), "prefix": "real/"},
+        format="multipart",
+    )
+    assert imported.status_code in (200, 201), imported.content
+    [session] = imported.json()["sessions"]
+    external_id = session["external_id"]
+    latest = Turn.objects.filter(session__external_id=external_id).order_by("-index").first()
+    assert latest is not None
+    changed = []
+    for strategy in list_strategies():
+        params = (
+            {"target_tokens": latest.counted_tokens // 2} if strategy.id == "ctxweb-auto" else {}
+        )
+        response = post(
+            client,
+            f"/api/v1/sessions/{external_id}/preview",
+            {"strategy": strategy.id, "params": params},
+        )
+        assert response.status_code == 200, (strategy.id, response.content)
+        plan = response.json()
+        assert plan["session"] == external_id
+        assert plan["before"]["total"] == latest.counted_tokens
+        for side in ("before", "after"):
+            assert sum(plan[side]["regions"].values()) == plan[side]["total"]
+        for edit in plan["edits"]:
+            assert edit["detail"]
+            assert edit["tokens_saved"] == edit["tokens_before"] - edit["tokens_after"]
+        assert {e["artifact_id"] for e in plan["edits"] if e["artifact_id"]} <= {
+            a["id"] for a in plan["artifacts"]
+        }
+        if plan["edits"]:
+            changed.append(strategy.id)
+    assert Artifact.objects.count() == 0  # previews store nothing
+    # at its defaults or its target, ctxweb-auto acts on this session, as do most seeds
+    assert "ctxweb-auto" in changed
+    assert len(changed) >= 6, changed
