@@ -36,11 +36,13 @@ and the context points at it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
-from compaction.messages.model import Message, TextPart, ToolCallPart, ToolResultPart
+from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from compaction.regions import CTXWEB_SUMMARY_MARKER, is_summary
 from compaction.strategies.base import (
     Artifact,
@@ -52,6 +54,7 @@ from compaction.strategies.base import (
 )
 from compaction.strategies.ctxweb_text import (
     CUT_NOTE,
+    DIGEST_HEADER,
     POINTER,
     describe,
     digest_text,
@@ -179,15 +182,18 @@ class CtxwebAuto(Strategy):
         allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
         latest = _latest_start(draft.messages)
         reach = latest
+        # each digest this plan writes -> the turn it replaced (as it stood, and as it came in),
+        # so a summary of the digest reads the turn itself
+        digested: dict[int, Digested] = {}
         if params["latest_turn"] == "outputs":
             reach = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
         for step in allowed:
             if total <= target:
                 return
             if step == "summarize":
-                total = self._summarize(draft, total, target, latest, summarizer)
+                total = self._summarize(draft, total, target, latest, summarizer, digested)
             elif step == "digest":
-                total = self._digest(draft, total, target, latest)
+                total = self._digest(draft, total, target, latest, digested)
             else:
                 total = self._shrink(draft, step, params, total, target, 0, reach)
             latest = _latest_start(draft.messages)
@@ -321,8 +327,16 @@ class CtxwebAuto(Strategy):
 
     # --- step 4: digests -----------------------------------------------------------------------
 
-    def _digest(self, draft: Draft, total: int, target: int, limit: int) -> int:
-        """Replace the oldest user turns before ``limit``, one at a time, with their digests."""
+    def _digest(
+        self,
+        draft: Draft,
+        total: int,
+        target: int,
+        limit: int,
+        digested: dict[int, Digested],
+    ) -> int:
+        """Replace the oldest user turns before ``limit``, one at a time, with their digests
+        (recorded in ``digested`` by the digest's ``id``)."""
         bounds = [i for i in range(limit) if is_user_turn_start(draft.messages[i])] + [limit]
         shift = 0
         for start, end in pairwise(bounds):
@@ -342,6 +356,7 @@ class CtxwebAuto(Strategy):
             draft.artifacts.setdefault(full.id, full)
             draft.drop(range(lo, hi), "summarize-range", "digested by ctxweb-auto")
             draft.insert(lo, message, "ctxweb turn digest")
+            digested[id(message)] = Digested(turn, originals)
             total += added - removed
             shift += hi - lo - 1
         return total
@@ -355,7 +370,10 @@ class CtxwebAuto(Strategy):
         target: int,
         limit: int,
         summarizer: Summarizer | None,
+        digested: dict[int, Digested],
     ) -> int:
+        """Replace the oldest whole user turns before ``limit`` with one summary, when that
+        makes the context smaller."""
         messages = draft.messages
         first = 0
         while first < len(messages) and messages[first].role in ("system", "developer"):
@@ -367,15 +385,14 @@ class CtxwebAuto(Strategy):
             i for i in range(first, limit + 1) if i == limit or is_user_turn_start(messages[i])
         ]
         summarizer = summarizer or FactSummarizer()
-        allowance = 0
-        summary = ""
-        cut = first
         # prefix[i]: tokens of messages[first:first + i], so each candidate cut costs O(1)
         prefix = [0]
         for m in messages[first:limit]:
             prefix.append(prefix[-1] + draft.tokens(m))
-        for _attempt in range(4):
-            need = total + allowance - target
+
+        def attempt(need: float) -> tuple[int, str, int]:
+            """The first user-turn cut that removes ``need`` tokens (the last one before
+            ``limit`` if none does), its summary and the summary's size."""
             removed = 0
             cut = first
             for start in starts:
@@ -385,22 +402,36 @@ class CtxwebAuto(Strategy):
                 removed = prefix[cut - first]
             cut += find_legal_start(messages[cut:limit]) if cut < limit else 0
             if cut <= first:
-                return total
-            body = [m for m in messages[first:cut] if not m.text.startswith(SUMMARY_HEADER)]
+                return cut, "", 0
+            body = [
+                _without_pointers(m) for m in _expand(messages[first:cut], digested, current=True)
+            ]
             summary = summarizer.summarize(body, previous=previous, prompt=SUMMARY_PROMPT)
             # + the trailer that points at the full text (about 25 tokens a pointer)
-            size = draft.text_tokens(SUMMARY_HEADER + summary) + 8 + 60
-            if size <= allowance or total - removed + size <= target or cut >= limit:
+            return cut, summary, draft.text_tokens(SUMMARY_HEADER + summary) + 8 + 60
+
+        def fits(cut: int, size: int) -> bool:
+            return total - prefix[cut - first] + size <= target
+
+        allowance = 0
+        for _attempt in range(4):
+            cut, summary, size = attempt(total + allowance - target)
+            if cut <= first:
+                return total
+            if size <= allowance or fits(cut, size) or cut >= limit:
                 break
             allowance = size
+        if not fits(cut, size) and cut < limit:
+            cut, summary, size = attempt(math.inf)  # everything before the latest turn
+        removed = prefix[cut - first]
+        if size >= removed:
+            return total  # the summary would cost more than what it replaces (a few digests)
         if not orphans(messages[cut:]).ok:
             draft.warn("ctxweb-auto: the kept messages already had orphaned tool pairs")
-        removed = prefix[cut - first]
-        # The artifact holds the messages as they came in, before steps 1-4 shrank them, so one
-        # hop reaches every original (a digest's own pointer reaches its turn).
-        summarized = [
-            m for m in _originals(draft, first, cut) if not m.text.startswith(SUMMARY_HEADER)
-        ]
+        # The artifact holds the messages as they came in, before steps 1-4 shrank or digested
+        # them, so one hop reaches every original (a digest from an earlier plan keeps its own
+        # pointer to its turn).
+        summarized = _expand(_originals(draft, first, cut), digested, current=False)
         full = _full_text(
             "summarized_messages",
             summarized,
@@ -514,6 +545,63 @@ def _recent_start(messages: list[Message], turn_start: int, keep: int) -> int:
     if len(calls) <= keep:
         return calls[0] if calls else len(messages)
     return calls[-keep]
+
+
+@dataclass(frozen=True)
+class Digested:
+    """A user turn a digest replaced: its messages as they stood, and as they came in."""
+
+    current: list[Message]
+    original: list[Message]
+
+
+def _expand(
+    messages: Sequence[Message], digested: dict[int, Digested], *, current: bool
+) -> list[Message]:
+    """``messages`` without a previous summary, each digest this plan wrote replaced by the turn
+    it digested (as it stood with ``current``, else as it came in). With ``current``, a digest
+    from an earlier plan is read back as its request (a user message) and the rest (an
+    assistant message), so a summarizer does not take the whole digest for the user's goal."""
+    out: list[Message] = []
+    for m in messages:
+        if m.text.startswith(SUMMARY_HEADER):
+            continue
+        if id(m) in digested:
+            turn = digested[id(m)]
+            out.extend(turn.current if current else turn.original)
+        elif current and m.text.startswith(DIGEST_HEADER):
+            out.extend(_read_digest(m.text))
+        else:
+            out.append(m)
+    return out
+
+
+def _without_pointers(message: Message) -> Message:
+    """``message`` with each ``[EXTERNALIZED:<id>]`` read as ``[externalized]``: a summary has
+    no room for 64-digit ids (its own pointer reaches the originals)."""
+    if "[EXTERNALIZED:" not in render_message(message):
+        return message
+
+    def text(part: Part) -> Part:
+        if isinstance(part, TextPart):
+            return replace(part, text=POINTER.sub("[externalized]", part.text))
+        if isinstance(part, ToolCallPart):
+            return replace(part, arguments=POINTER.sub("[externalized]", part.arguments))
+        if isinstance(part, ToolResultPart):
+            return replace(part, content=tuple(map(text, part.content)))
+        return part
+
+    return replace(message, parts=tuple(map(text, message.parts)))
+
+
+def _read_digest(text: str) -> list[Message]:
+    lines = [x for x in text.splitlines()[1:] if not x.startswith("full turn: ")]
+    request = [x.removeprefix("user: ") for x in lines if x.startswith("user: ")]
+    rest = [x for x in lines if not x.startswith("user: ")]
+    return [
+        *(Message("user", (TextPart(x),)) for x in request),
+        Message("assistant", (TextPart(POINTER.sub("", "\n".join(rest))),)),
+    ]
 
 
 def _originals(draft: Draft, lo: int, hi: int) -> list[Message]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from compaction.regions import context_regions, is_summary
 from compaction.strategies import get_strategy
@@ -152,15 +153,7 @@ def test_with_latest_turn_outputs_it_externalizes_older_outputs_of_the_latest_tu
 
 
 def test_the_digest_step_replaces_old_turns_one_by_one_with_pointing_digests(counter):
-    messages = [sys("You are an agent.")]
-    for i in range(10):
-        messages += [
-            u(f"step {i}: edit src/mod{i}.py " + "and explain the change in detail. " * 20),
-            atc(f"c{i}", name="bash"),
-            t(f"c{i}", f"ERROR: failure {i} in tests/test_{i}.py\n" + "z" * 3000),
-            a("I changed the module as follows. " * 40 + f"fixed {i}"),
-        ]
-    context = ctx(*messages)
+    context = _talkative()
     params = {"target_tokens": 4000, "max_step": "digest"}
     plan = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
     digests = [m for m in plan.context.messages if m.text.startswith(DIGEST_HEADER)]
@@ -179,6 +172,38 @@ def test_the_digest_step_replaces_old_turns_one_by_one_with_pointing_digests(cou
     assert is_summary(digests[0])
     regions = context_regions(plan.context, counter)
     assert regions.regions.get("summary", 0) > 0
+
+
+def _talkative(turns=10):
+    messages = [sys("You are an agent.")]
+    for i in range(turns):
+        messages += [
+            u(f"step {i}: edit src/mod{i}.py " + "and explain the change in detail. " * 20),
+            atc(f"c{i}", name="bash"),
+            t(f"c{i}", f"ERROR: failure {i} in tests/test_{i}.py\n" + "z" * 3000),
+            a("I changed the module as follows. " * 40 + f"fixed {i}"),
+        ]
+    return ctx(*messages)
+
+
+def test_a_summary_over_digests_reads_the_turns_and_holds_no_ids(counter):
+    plan = get_strategy("ctxweb-auto").plan(_talkative(), {"target_tokens": 1500}, counter=counter)
+    summary = plan.context.messages[1].text
+    assert summary.startswith(SUMMARY_HEADER)
+    body, _, trailer = summary.partition("Full text of the summarized messages:")
+    assert "step 0: edit src/mod0.py" in body
+    assert "digest of a user turn" not in body
+    assert "[EXTERNALIZED:" not in body
+    assert not re.search(r"[0-9a-f]{64}", body)
+    [full] = [x for x in plan.artifacts if pointer(x.id) in trailer]
+    assert "z" * 3000 in full.content  # the originals, not the digests
+
+
+def test_no_summary_when_it_would_cost_more_than_it_replaces(counter):
+    context = ctx(sys("s"), u("a"), a("b"), u("c"), a("d"), u("now"), a("ok"))
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 1}, counter=counter)
+    assert plan.context.messages == context.messages
+    assert plan.after.total == plan.before.total
 
 
 def test_a_turn_whose_digest_would_not_save_enough_is_left_for_the_summary(counter):
