@@ -8,9 +8,10 @@ In a throwaway ``CTXWEB_DATA_DIR`` (SQLite, ``DEBUG`` off, migrated), a generate
 :func:`compaction.messages.parse` and stored with :func:`ctxweb.contexts.services.turn_ingest`)
 is requested through Django's test ``Client`` by a logged-in member of its project: the session
 page, the chart data API (``/api/v1/sessions/{id}/turns``) and the turn inspector of an early, a
-middle and the last turn. Each URL is requested once to warm up, then ``--requests`` times; the
-median is reported with the number of SQL queries of one request. The same is done for a session
-of ``--small-turns`` turns, to show the number of queries does not grow with turns or messages.
+middle and the last turn, and of the last turn largest first (which orders every message). Each
+URL is requested once to warm up, then ``--requests`` times; the median is reported with the
+number of SQL queries of one request. The same is done for a session of ``--small-turns`` turns,
+to show the number of queries does not grow with turns or messages.
 
 Results go to ``docs/benchmarks.md`` under ``## Pages`` (the other sections are kept).
 """
@@ -108,6 +109,9 @@ def urls(external_id: str, turns: int) -> dict[str, str]:
         "turn inspector, first turn": f"/sessions/{external_id}/turns/0/",
         "turn inspector, middle turn": f"/sessions/{external_id}/turns/{turns // 2}/",
         "turn inspector, last turn": f"/sessions/{external_id}/turns/{turns - 1}/",
+        "turn inspector, last turn, largest first": (
+            f"/sessions/{external_id}/turns/{turns - 1}/?order=size"
+        ),
     }
 
 
@@ -142,7 +146,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         for label, row in results[name]["pages"].items():
             print(
-                f"{name:5} {label:28} {row['median_ms']:7.1f} ms  {row['queries']:3} queries",
+                f"{name:5} {label:41} {row['median_ms']:7.1f} ms  {row['queries']:3} queries",
                 file=sys.stderr,
             )
     return results

@@ -11,10 +11,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.db.models import Q
 
 from compaction.regions import REGIONS, USED_REGIONS, Budget, Policy, budget
 from ctxweb.accounts.models import Project
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import KEYFRAME_EVERY, Session, Turn
 from ctxweb.contexts.models import Artifact as ArtifactRow
 from ctxweb.contexts.models import Message as MessageRow
@@ -242,20 +244,30 @@ def _ids(*, session: Session, start: int, stop: int) -> tuple[list[int], list[in
     return (before if stop > 0 else []), ids
 
 
-def turn_diff(*, session: Session, index: int) -> dict[str, Any]:
-    """What changed since the previous turn, by message content (hash): the positions of the
-    messages added in this turn, and the messages that disappeared (two queries)."""
-    before, ids = turn_message_id_lists(session=session, index=index)
+def _removed(before: list[int], ids: list[int]) -> list[int]:
+    """The ids in ``before`` that are gone from ``ids``, each once, in their first order."""
+    seen = set(ids)
+    return [i for i in dict.fromkeys(before) if i not in seen]
+
+
+def _diff(
+    *,
+    before: list[int],
+    ids: list[int],
+    index: int,
+    rows: dict[int, MessageRow],
+    encoding: str,
+) -> dict[str, Any]:
+    """The diff of two id lists, the removed messages taken from ``rows`` (no query)."""
     if index <= 0:
         return {"first": True, "added": [], "removed": [], "removed_tokens": 0}
     kept = set(before)
-    seen = set(ids)
     added = [position for position, i in enumerate(ids) if i not in kept]
-    gone = [i for i in dict.fromkeys(before) if i not in seen]
-    rows = MessageRow.objects.in_bulk(gone) if gone else {}
-    encoding = session.encoding
+    first_position: dict[int, int] = {}
+    for position, i in enumerate(before):
+        first_position.setdefault(i, position)
     removed = []
-    for i in gone:
+    for i in _removed(before, ids):
         row = rows.get(i)
         if row is None:
             continue
@@ -263,7 +275,7 @@ def turn_diff(*, session: Session, index: int) -> dict[str, Any]:
             {
                 "id": row.hash,
                 "role": row.role,
-                "position": before.index(i),
+                "position": first_position[i],
                 "tokens": row.counts.get(encoding, {}).get("total", 0),
                 "message": row.data,
             }
@@ -273,6 +285,57 @@ def turn_diff(*, session: Session, index: int) -> dict[str, Any]:
         "added": added,
         "removed": removed,
         "removed_tokens": sum(r["tokens"] for r in removed),
+    }
+
+
+def turn_diff(*, session: Session, index: int) -> dict[str, Any]:
+    """What changed since the previous turn, by message content (hash): the positions of the
+    messages added in this turn, and the messages that disappeared (two queries)."""
+    before, ids = turn_message_id_lists(session=session, index=index)
+    gone = _removed(before, ids) if index > 0 else []
+    rows = selectors.messages_by_id(ids=gone)
+    return _diff(before=before, ids=ids, index=index, rows=rows, encoding=session.encoding)
+
+
+def turn_inspector(
+    *,
+    turn: Turn,
+    order: str = "position",
+    page_number: Any = None,
+    page_size: int = 200,
+) -> dict[str, Any]:
+    """One page of ``turn``'s messages for the inspector, in order or largest first
+    (``order="size"``), with the diff against the previous turn.
+
+    Three queries whatever the number of messages: the id lists of the turn and the one before,
+    every message's tokens (for the order and the bars), and the rows of the page's and the
+    removed messages. Only the page's messages are loaded and decoded.
+
+    Returns ``page`` (a :class:`~django.core.paginator.Page` of positions), ``messages``
+    (:func:`~ctxweb.contexts.selectors.message_detail` of the page's, in page order),
+    ``count`` (messages in the turn), ``largest`` (the most tokens of one) and ``diff``
+    (as :func:`turn_diff`).
+    """
+    session = turn.session
+    encoding = session.encoding
+    before, ids = turn_message_id_lists(session=session, index=turn.index)
+    tokens = selectors.message_tokens(ids=ids, encoding=encoding)
+    positions: Sequence[int] = range(len(ids))
+    if order == "size":
+        positions = sorted(positions, key=lambda p: (-tokens.get(ids[p], 0), p))
+    page = Paginator(positions, page_size).get_page(page_number)
+    gone = _removed(before, ids) if turn.index > 0 else []
+    rows = selectors.messages_by_id(ids=[*(ids[p] for p in page.object_list), *gone])
+    messages = [
+        selectors.message_detail(position=p, row=rows[ids[p]], encoding=encoding)
+        for p in page.object_list
+    ]
+    return {
+        "page": page,
+        "messages": messages,
+        "count": len(ids),
+        "largest": max(tokens.values(), default=0),
+        "diff": _diff(before=before, ids=ids, index=turn.index, rows=rows, encoding=encoding),
     }
 
 

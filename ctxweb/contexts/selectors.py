@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
+from django.db import connections
 from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Length, Substr
 
 from compaction.messages import Context, ToolDefinition, message_from_dict
@@ -115,10 +120,42 @@ def turn_get(*, session: Session, index: int) -> Turn | None:
     )
 
 
+def _one_of(ids: set[int]) -> Any:
+    """``ids`` as the right-hand side of an ``id__in`` lookup, as ONE query parameter on SQLite
+    (a JSON array) and PostgreSQL (an array): a plain list takes a parameter per id, and
+    ``in_bulk`` splits it past SQLite's 999, so the number of queries would grow with the ids."""
+    values = sorted(ids)
+    vendor = connections[MessageRow.objects.db].vendor
+    if vendor == "sqlite":
+        return RawSQL("SELECT value FROM json_each(%s)", [json.dumps(values)])
+    if vendor == "postgresql":
+        return RawSQL("SELECT unnest(%s::bigint[])", [values])
+    return values
+
+
+def messages_by_id(*, ids: Iterable[int]) -> dict[int, MessageRow]:
+    """Message rows by id, in one query however many ids (none without ids)."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return {row.pk: row for row in MessageRow.objects.filter(pk__in=_one_of(wanted))}
+
+
+def message_tokens(*, ids: Iterable[int], encoding: str) -> dict[int, int]:
+    """Each message's tokens in ``encoding`` (0 when not counted in it), read by the database
+    without loading content or counts: one query however many ids (none without ids)."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    total = KeyTransform("total", KeyTransform(encoding, "counts"))
+    rows = MessageRow.objects.filter(pk__in=_one_of(wanted)).values_list("pk", total)
+    return {pk: tokens if isinstance(tokens, int) else 0 for pk, tokens in rows}
+
+
 def turn_messages(*, turn: Turn) -> list[MessageRow]:
     """The turn's message rows in order (repeated messages repeated), in two queries."""
     ids = turn_message_ids(session=turn.session, index=turn.index)
-    rows = MessageRow.objects.in_bulk(set(ids))
+    rows = messages_by_id(ids=ids)
     return [rows[i] for i in ids]
 
 
@@ -178,29 +215,34 @@ def _placeholders(data: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def turn_detail(*, turn: Turn) -> dict[str, Any]:
-    """A turn with its messages in order, for the API and the inspector."""
+def message_detail(*, position: int, row: MessageRow, encoding: str) -> dict[str, Any]:
+    """A message at ``position`` of a turn with its region, tokens and placeholders."""
+    counts = row.counts.get(encoding, {})
+    regions = counts.get("regions", {})
+    placeholders = _placeholders(row.data)
+    return {
+        "position": position,
+        "id": row.hash,
+        "role": row.role,
+        "region": _dominant(regions),
+        "regions": regions,
+        "tokens": counts.get("total", 0),
+        "placeholders": placeholders,
+        "artifact_ids": [p["artifact_id"] for p in placeholders if p["artifact_id"]],
+        "message": row.data,
+    }
+
+
+def turn_detail(*, turn: Turn, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A turn with its messages in order (:func:`message_detail`), for the API and the
+    inspector; ``messages`` when given stand for them (the inspector's one page of them)."""
     session = turn.session
     encoding = session.encoding
-    rows = turn_messages(turn=turn)
-    messages = []
-    for position, row in enumerate(rows):
-        counts = row.counts.get(encoding, {})
-        regions = counts.get("regions", {})
-        placeholders = _placeholders(row.data)
-        messages.append(
-            {
-                "position": position,
-                "id": row.hash,
-                "role": row.role,
-                "region": _dominant(regions),
-                "regions": regions,
-                "tokens": counts.get("total", 0),
-                "placeholders": placeholders,
-                "artifact_ids": [p["artifact_id"] for p in placeholders if p["artifact_id"]],
-                "message": row.data,
-            }
-        )
+    if messages is None:
+        messages = [
+            message_detail(position=position, row=row, encoding=encoding)
+            for position, row in enumerate(turn_messages(turn=turn))
+        ]
     system = None
     if turn.system is not None:
         counts = turn.system.counts.get(encoding, {})
@@ -325,7 +367,7 @@ def managed_context_get(*, session: Session, version: int) -> ManagedContext | N
 def managed_context_context(*, managed: ManagedContext, session: Session) -> Context:
     """The context a managed context version holds, rebuilt from stored messages."""
     ids = list(managed.message_ids)
-    rows = MessageRow.objects.in_bulk(set(ids))
+    rows = messages_by_id(ids=ids)
     system: tuple[Any, ...] = ()
     if managed.system is not None:
         system = message_from_dict(managed.system.data).parts

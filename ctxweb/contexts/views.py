@@ -312,16 +312,18 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
     if turn is None:
         raise Http404("Turn not found")
     turn.session = session
-    detail = selectors.turn_detail(turn=turn)
     order = "size" if request.GET.get("order") == "size" else "position"
-    rows = detail["messages"]
-    if order == "size":
-        rows = sorted(rows, key=lambda m: (-m["tokens"], m["position"]))
-    largest = max((m["tokens"] for m in rows), default=0)
-    # A long agent turn holds thousands of messages: render one page of them at a time.
-    page = Paginator(rows, INSPECTOR_PAGE_SIZE).get_page(request.GET.get("page"))
-    messages = [_message_view(m) for m in page.object_list]
-    diff = dashboard.turn_diff(session=session, index=index)
+    # A long agent turn holds thousands of messages: only one page of them is loaded and shown.
+    inspector = dashboard.turn_inspector(
+        turn=turn,
+        order=order,
+        page_number=request.GET.get("page"),
+        page_size=INSPECTOR_PAGE_SIZE,
+    )
+    detail = selectors.turn_detail(turn=turn, messages=inspector["messages"])
+    largest = inspector["largest"]
+    messages = [_message_view(m) for m in inspector["messages"]]
+    diff = inspector["diff"]
     added = set(diff["added"])
     for m in messages:
         m["added"] = not diff["first"] and m["position"] in added
@@ -366,8 +368,8 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
             "turn": turn,
             "detail": detail,
             "items": messages,  # not "messages": that name is the flash messages' in base.html
-            "page": page,
-            "message_count": len(rows),
+            "page": inspector["page"],
+            "message_count": inspector["count"],
             "order": order,
             "diff": diff,
             "removed": removed,

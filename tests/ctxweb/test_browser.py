@@ -157,7 +157,7 @@ def test_the_chart_has_a_stack_per_turn_a_tooltip_and_opens_the_inspector(
     external_id, turns = import_trajectory(project, transcripts)
     log_in(page, live_server.url)
     page.click(f"text={external_id}")
-    page.wait_for_function("window.ctxwebChart !== undefined")
+    page.wait_for_function("() => window.ctxwebChart !== undefined")
     stacks = page.evaluate("window.ctxwebChart.stacks()")
     assert stacks["count"] == turns
     stored = {name for t in Turn.objects.all() for name, n in t.regions.items() if n}

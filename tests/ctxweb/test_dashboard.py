@@ -480,3 +480,57 @@ def test_the_inspector_pages_a_turn_of_thousands_of_messages(world: World) -> No
     assert 'id="m-501"' in last
     largest = client.get("/sessions/long/turns/0/?order=size&page=2").content.decode()
     assert "order=size&amp;page=3" in largest
+
+
+def long_turns(project: Project, external_id: str, pairs: int) -> None:
+    """Turn 0 with ``pairs`` tool calls and their results, turn 1 adding one more, and turn 2 a
+    compaction that drops them all."""
+    messages: list[dict[str, Any]] = [SYSTEM, ask(0)]
+    for n in range(pairs):
+        messages += [call(n), result(n, f"out {n}" * (n % 7 + 1))]
+    ingest(project, external_id, messages)
+    ingest(project, external_id, [*messages, call(pairs), result(pairs)])
+    ingest(project, external_id, [SYSTEM, ask(1)])
+
+
+def test_the_inspector_runs_the_same_queries_for_a_turn_of_thousands_of_messages(
+    world: World,
+) -> None:
+    # 1,202 messages: more ids than SQLite's 999 variables, which once split the lookups.
+    long_turns(world.project, "few", 3)
+    long_turns(world.project, "many", 600)
+    client = logged_in(world.owner)
+    client.get("/")  # the session is saved once on the first request
+    counts = {}
+    for path in (
+        "turns/0/",
+        "turns/1/",
+        "turns/1/?page=4",
+        "turns/1/?page=7",  # the last page
+        "turns/1/?order=size",
+        "turns/1/?order=size&page=7",
+        "turns/2/",  # 1,203 messages disappeared
+    ):
+        few = count_queries(client, f"/sessions/few/{path}")
+        many = count_queries(client, f"/sessions/many/{path}")
+        assert few == many, path
+        counts[path] = many
+    assert len(set(counts.values())) == 1, counts
+
+
+def test_the_inspector_loads_only_the_page_it_shows(world: World) -> None:
+    long_turns(world.project, "many", 300)
+    client = logged_in(world.owner)
+    html = client.get("/sessions/many/turns/1/?page=3").content.decode()
+    assert "in 604 messages" in html
+    assert "Messages 401–600 of 604" in html
+    positions = [int(p) for p in re.findall(r'<li id="m-(\d+)"', html)]
+    assert positions == list(range(400, 600))
+    assert '2</strong> messages added (<a href="#m-602">#602</a>' in html
+    largest = client.get("/sessions/many/turns/1/?order=size").content.decode()
+    positions = [int(p) for p in re.findall(r'<li id="m-(\d+)"', largest)]
+    assert positions[0] == 603  # the last result is the biggest message
+    assert 'style="width: 100.00%"' in largest.split('id="m-603"')[1].split("</li>")[0]
+    compacted = client.get("/sessions/many/turns/2/").content.decode()
+    assert "603</strong> disappeared" in compacted
+    assert "was #602" in compacted
