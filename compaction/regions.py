@@ -64,6 +64,7 @@ __all__ = [
     "PlaceholderPattern",
     "Policy",
     "Region",
+    "RegionMemo",
     "RegionTotals",
     "SummaryMarker",
     "TriggerKind",
@@ -520,8 +521,45 @@ def system_regions(parts: tuple[Part, ...], counter: Counter) -> dict[str, int]:
     return out
 
 
+class RegionMemo:
+    """Each message's regions (:func:`message_regions`), remembered by message identity.
+
+    A plan's result keeps most of its input's message objects; given one memo, the
+    :func:`context_regions` of the input and of the result split each shared message once.
+    Messages are frozen, so an object's regions never change; the memo holds the messages it
+    remembers (their ids cannot be reused meanwhile). Use one memo with one counter, for one job.
+
+    Example:
+        >>> from compaction.messages.model import Message, TextPart
+        >>> class Chars:
+        ...     REQUEST_OVERHEAD = 3
+        ...     def count_message(self, m):
+        ...         from types import SimpleNamespace as NS
+        ...         return NS(parts=(len(m.text),), overhead=4, total=len(m.text) + 4)
+        >>> memo, message = RegionMemo(), Message("user", (TextPart("hello"),))
+        >>> memo.regions(message, Chars()) is memo.regions(message, Chars())
+        True
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Message, Mapping[str, int]]] = {}
+
+    def regions(self, message: Message, counter: Counter) -> Mapping[str, int]:
+        """:func:`message_regions` of ``message``, split once per message object."""
+        known = self._known.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        regions = message_regions(message, counter)
+        self._known[id(message)] = (message, regions)
+        return regions
+
+
 def context_regions(
-    context: Context, counter: Counter, *, reported_input_tokens: int | None = None
+    context: Context,
+    counter: Counter,
+    *,
+    reported_input_tokens: int | None = None,
+    memo: RegionMemo | None = None,
 ) -> RegionTotals:
     """Split ``context``'s tokens into regions.
 
@@ -532,6 +570,7 @@ def context_regions(
     tool definitions' count. Empty system and tools are not counted at all.
 
     With ``reported_input_tokens`` above the counted total, the difference is ``unattributed``.
+    With a ``memo`` (for this counter), a message object it has seen is not split again.
 
     Example:
         >>> from compaction.messages.model import Context
@@ -543,11 +582,12 @@ def context_regions(
     head: dict[str, int] = {"system": counter.REQUEST_OVERHEAD}
     if context.tools:
         head["tools"] = counter.count_tools(context.tools)
+    split = memo.regions if memo is not None else message_regions
     regions = sum_regions(
         [
             head,
             system_regions(context.system, counter),
-            *(message_regions(m, counter) for m in context.messages),
+            *(split(m, counter) for m in context.messages),
         ]
     )
     counted = sum(regions.values())

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
@@ -274,17 +274,40 @@ def messages_text(messages: Sequence[Message]) -> str:
 # --- the deterministic summarizer -------------------------------------------------------------
 
 _SENTENCE_CHAR = r"(?:[^.!?\n]|[.!?](?![\s]|$))"
-_CONSTRAINT = re.compile(
-    _SENTENCE_CHAR
-    + r"*\b(?:must|should|never|always|don't|do not|cannot|can't|prefer|require[sd]?|only)\b"
-    + _SENTENCE_CHAR
-    + r"*[.!?]?",
-    re.IGNORECASE,
+
+
+class _Sentences:
+    """The sentences around a keyword: what ``<sentence chars>* \\b(?:keywords)\\b
+    <sentence chars>* [.!?]?`` (case-insensitive, :attr:`pattern`) matches.
+
+    :meth:`found` gives the texts ``pattern.finditer`` matches over the whole text, in order, but
+    only searches the lines where a keyword occurs: no match spans a newline (neither a sentence
+    character nor a keyword is one, and ``\\b`` and ``(?!\\s|$)`` see a line's edge as they see
+    its newline), and a line without a keyword would cost the pattern quadratic backtracking over
+    each of its sentences for nothing.
+    """
+
+    def __init__(self, keywords: str) -> None:
+        self.keywords = re.compile(rf"\b(?:{keywords})\b", re.IGNORECASE)
+        self.pattern = re.compile(
+            rf"{_SENTENCE_CHAR}*\b(?:{keywords})\b{_SENTENCE_CHAR}*[.!?]?", re.IGNORECASE
+        )
+
+    def found(self, text: str) -> Iterator[str]:
+        """Each text the pattern matches in ``text``, in order."""
+        if self.keywords.search(text) is None:
+            return
+        for line in text.split("\n"):
+            if self.keywords.search(line) is not None:
+                for match in self.pattern.finditer(line):
+                    yield match.group(0)
+
+
+_CONSTRAINT = _Sentences(
+    r"must|should|never|always|don't|do not|cannot|can't|prefer|require[sd]?|only"
 )
-_DECISION = re.compile(
-    _SENTENCE_CHAR + r"*\b(?:decided|chose|chosen|selected|will use|going to use"
-    r"|switch(?:ed)? to|opt(?:ed)? for)\b" + _SENTENCE_CHAR + r"*[.!?]?",
-    re.IGNORECASE,
+_DECISION = _Sentences(
+    r"decided|chose|chosen|selected|will use|going to use|switch(?:ed)? to|opt(?:ed)? for"
 )
 _FACT_LINE = re.compile(r"^- (\w[\w ]*): (.*)$")
 _TICKED = re.compile(r"`([^`]*)`")
@@ -398,7 +421,7 @@ class FactSummarizer:
                     _clip(" ".join(s.split()), 200)
                     for m in messages
                     if m.role == "user"
-                    for s in (x.group(0) for x in _CONSTRAINT.finditer(m.text))
+                    for s in _CONSTRAINT.found(m.text)
                     if s.strip()
                 ),
             ]
@@ -408,7 +431,7 @@ class FactSummarizer:
                 *old.decisions,
                 *(
                     f"**{_clip(' '.join(s.split()), 200)}**"
-                    for s in (x.group(0) for x in _DECISION.finditer(prose))
+                    for s in _DECISION.found(prose)
                     if s.strip()
                 ),
             ]

@@ -436,14 +436,18 @@ class Strategy(ABC):
             summarizer: used by summarizing strategies; defaults to the offline
                 :class:`~compaction.summarizers.FactSummarizer`.
         """
-        from compaction.regions import context_regions
+        from compaction.regions import RegionMemo, context_regions
 
         resolved = self.validate(params)
+        # One scope per plan: the run, the totals before and the totals after count the same
+        # messages and texts, each counted once (the scope is dropped with the draft).
+        counter = counter.scoped()
         draft = Draft.start(context, counter)
         self.run(draft, resolved, summarizer)
         result = draft.result()
-        before = context_regions(context, counter)
-        after = context_regions(result, counter)
+        memo = RegionMemo()
+        before = context_regions(context, counter, memo=memo)
+        after = context_regions(result, counter, memo=memo)
         if after.total > before.total:
             draft.warn(
                 f"{self.id}: the result is {after.total - before.total} tokens larger than the"

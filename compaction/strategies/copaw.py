@@ -294,8 +294,9 @@ class CopawCompact(Strategy):
             )
         if not compact:
             return
+        compacted = set(compact)
         if max(compact) > min(
-            (i for i in range(len(messages)) if i not in set(compact)), default=len(messages)
+            (i for i in range(len(messages)) if i not in compacted), default=len(messages)
         ):
             draft.warn(
                 "copaw-compact: a kept tool result pulled in its far-back tool_use, so kept and"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
@@ -123,8 +123,34 @@ def conversation_tokens(messages: Sequence[Message], count: Count) -> int:
     return sum(llm4s_message_tokens(m, count) for m in messages) + LLM4S_CONVERSATION_OVERHEAD
 
 
-def _items_tokens(items: Sequence[_Item], count: Count) -> int:
-    return conversation_tokens([m for m, _ in items], count)
+class _MessageTokens:
+    """LLM4S's tokens of each message (:func:`llm4s_message_tokens` with ``count``), each message
+    counted once.
+
+    The pipeline recounts the whole conversation before and after every step, and most messages
+    go through all four steps unchanged. Messages are frozen, so a count is kept by identity; the
+    message is held beside it, so its id cannot be reused while the memo lives (one run).
+    """
+
+    def __init__(self, count: Count) -> None:
+        self.count = count
+        self._known: dict[int, tuple[Message, int]] = {}
+
+    def __call__(self, message: Message) -> int:
+        known = self._known.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        tokens = llm4s_message_tokens(message, self.count)
+        self._known[id(message)] = (message, tokens)
+        return tokens
+
+    def conversation(self, messages: Iterable[Message]) -> int:
+        """:func:`conversation_tokens` of ``messages``."""
+        return sum(self(m) for m in messages) + LLM4S_CONVERSATION_OVERHEAD
+
+
+def _items_tokens(items: Sequence[_Item], tokens: _MessageTokens) -> int:
+    return tokens.conversation(m for m, _ in items)
 
 
 # --- ToolOutputCompressor (§3.3) ----------------------------------------------------------------
@@ -437,7 +463,7 @@ def _digest_message(body: str) -> Message:
 
 def _digest_items(
     items: Sequence[_Item],
-    count: Count,
+    tokens: _MessageTokens,
     cap: int,
     keep_last_k: int,
     keep_tool_pairs: bool = False,
@@ -456,7 +482,7 @@ def _digest_items(
     older, recent = blocks[:split], blocks[split:]
     digests = [block_digest(b.type, [messages[i] for i in b.indexes]) for b in older]
     digest_messages = [_digest_message(d) for d in digests]
-    if sum(llm4s_message_tokens(m, count) for m in digest_messages) > cap:
+    if sum(tokens(m) for m in digest_messages) > cap:
         joined = "; ".join(f"Block{i + 1}: {d}" for i, d in enumerate(digests))
         if len(joined) > cap * 4:
             joined = joined[: cap * 4] + "..."
@@ -477,7 +503,8 @@ def compress_to_digest(
         >>> compress_to_digest([], len, 200, 1)
         []
     """
-    out, _, _ = _digest_items([(m, i) for i, m in enumerate(messages)], count, cap, keep_last_k)
+    items = [(m, i) for i, m in enumerate(messages)]
+    out, _, _ = _digest_items(items, _MessageTokens(count), cap, keep_last_k)
     return [m for m, _ in out]
 
 
@@ -494,11 +521,11 @@ def _validate(n_messages: int, budget: int, headroom: float) -> None:
 
 
 def _trim_items(
-    items: Sequence[_Item], count: Count, budget: int, headroom: float
+    items: Sequence[_Item], tokens: _MessageTokens, budget: int, headroom: float
 ) -> tuple[list[_Item], bool]:
     _validate(len(items), budget, headroom)
     effective = int(budget * (1.0 - headroom))
-    if _items_tokens(items, count) <= effective:
+    if _items_tokens(items, tokens) <= effective:
         return list(items), False
     pinned: list[_Item] = []
     rest = list(items)
@@ -506,15 +533,15 @@ def _trim_items(
         pinned, rest = [items[0]], rest[1:]
     remaining = effective
     if pinned:
-        remaining = max(0, effective - llm4s_message_tokens(pinned[0][0], count))
+        remaining = max(0, effective - tokens(pinned[0][0]))
     kept: list[_Item] = []
     used = 0
     for item in reversed(rest):
-        tokens = llm4s_message_tokens(item[0], count)
-        if used + tokens > remaining:
+        size = tokens(item[0])
+        if used + size > remaining:
             break
         kept.append(item)
-        used += tokens
+        used += size
     return [*pinned, *reversed(kept)], True
 
 
@@ -531,7 +558,8 @@ def trim_to_budget(
         Traceback (most recent call last):
         compaction.errors.StrategyError: conversation: Cannot trim empty conversation
     """
-    out, _ = _trim_items([(m, i) for i, m in enumerate(messages)], count, budget, headroom)
+    items = [(m, i) for i, m in enumerate(messages)]
+    out, _ = _trim_items(items, _MessageTokens(count), budget, headroom)
     return [m for m, _ in out]
 
 
@@ -612,8 +640,8 @@ def _with_text(message: Message, part_index: int, text: str) -> Message:
     return replace(message, parts=tuple(parts))
 
 
-def _step1(run: _Run, config: _Config, count: Count) -> None:
-    before = _items_tokens(run.items, count)
+def _step1(run: _Run, config: _Config, tokens: _MessageTokens) -> None:
+    before = _items_tokens(run.items, tokens)
     if not config.deterministic:
         run.steps.append(PipelineStep(STEP_NAMES[0], before, before, False))
         return
@@ -640,28 +668,30 @@ def _step1(run: _Run, config: _Config, count: Count) -> None:
             if position is not None:
                 run.outputs[(position, j)] = (old, new, action)
         run.items[k] = (message, position)
-    after = _items_tokens(run.items, count)
+    after = _items_tokens(run.items, tokens)
     run.steps.append(PipelineStep(STEP_NAMES[0], before, after, changed))
 
 
-def _step2(run: _Run, config: _Config, count: Count) -> None:
-    before = _items_tokens(run.items, count)
+def _step2(run: _Run, config: _Config, tokens: _MessageTokens) -> None:
+    before = _items_tokens(run.items, tokens)
     if before <= config.budget:
         run.steps.append(PipelineStep(STEP_NAMES[1], before, before, False))
         return
     out, gone, orphaned = _digest_items(
-        run.items, count, config.summary_target, config.max_blocks, config.keep_tool_pairs
+        run.items, tokens, config.summary_target, config.max_blocks, config.keep_tool_pairs
     )
     if orphaned:
         run.notes.append("split-orphans")
     applied = [m for m, _ in out] != [m for m, _ in run.items]
     run.items = out
     run.digested += gone
-    run.steps.append(PipelineStep(STEP_NAMES[1], before, _items_tokens(out, count), applied))
+    run.steps.append(PipelineStep(STEP_NAMES[1], before, _items_tokens(out, tokens), applied))
 
 
-def _step3(run: _Run, config: _Config, count: Count, summarizer: Summarizer | None) -> None:
-    before = _items_tokens(run.items, count)
+def _step3(
+    run: _Run, config: _Config, tokens: _MessageTokens, summarizer: Summarizer | None
+) -> None:
+    before = _items_tokens(run.items, tokens)
     skip = PipelineStep(STEP_NAMES[2], before, before, False)
     if before <= config.budget or not config.llm or summarizer is None:
         run.steps.append(skip)
@@ -670,7 +700,7 @@ def _step3(run: _Run, config: _Config, count: Count, summarizer: Summarizer | No
     if not digests:
         run.steps.append(skip)
         return
-    if sum(llm4s_message_tokens(run.items[k][0], count) for k in digests) <= config.summary_target:
+    if sum(tokens(run.items[k][0]) for k in digests) <= config.summary_target:
         run.steps.append(skip)
         return
     squeezed: dict[int, _Item] = {}
@@ -696,12 +726,12 @@ def _step3(run: _Run, config: _Config, count: Count, summarizer: Summarizer | No
             run.notes.append("digest-moved")
     applied = [m for m, _ in out] != [m for m, _ in run.items]
     run.items = out
-    run.steps.append(PipelineStep(STEP_NAMES[2], before, _items_tokens(out, count), applied))
+    run.steps.append(PipelineStep(STEP_NAMES[2], before, _items_tokens(out, tokens), applied))
 
 
-def _step4(run: _Run, config: _Config, count: Count) -> None:
-    before = _items_tokens(run.items, count)
-    out, trimmed = _trim_items(run.items, count, config.budget, config.headroom)
+def _step4(run: _Run, config: _Config, tokens: _MessageTokens) -> None:
+    before = _items_tokens(run.items, tokens)
+    out, trimmed = _trim_items(run.items, tokens, config.budget, config.headroom)
     pinned = 1 if trimmed and HISTORY_SUMMARY in _content(run.items[0][0]) else 0
     if trimmed and len(out) > pinned:
         tail = [m for m, _ in out[pinned:]]
@@ -714,18 +744,18 @@ def _step4(run: _Run, config: _Config, count: Count) -> None:
     kept = {id(item) for item in out}
     run.trimmed += [p for item in run.items if id(item) not in kept and (p := item[1]) is not None]
     run.items = out
-    run.steps.append(PipelineStep("FinalTokenTrim", before, _items_tokens(out, count), trimmed))
+    run.steps.append(PipelineStep("FinalTokenTrim", before, _items_tokens(out, tokens), trimmed))
 
 
 def _manage(
-    items: list[_Item], count: Count, config: _Config, summarizer: Summarizer | None
+    items: list[_Item], tokens: _MessageTokens, config: _Config, summarizer: Summarizer | None
 ) -> _Run:
     _validate(1, config.budget, config.headroom)
     run = _Run(list(items), [], {}, [], [], [])
-    _step1(run, config, count)
-    _step2(run, config, count)
-    _step3(run, config, count, summarizer)
-    _step4(run, config, count)
+    _step1(run, config, tokens)
+    _step2(run, config, tokens)
+    _step3(run, config, tokens, summarizer)
+    _step4(run, config, tokens)
     return run
 
 
@@ -760,12 +790,13 @@ def manage_context(
         enable_deterministic_compression,
         enable_llm_compression,
     )
-    run = _manage([(m, i) for i, m in enumerate(messages)], count, config, summarizer)
+    tokens = _MessageTokens(count)
+    run = _manage([(m, i) for i, m in enumerate(messages)], tokens, config, summarizer)
     final = tuple(m for m, _ in run.items)
     return ManagedConversation(
         final,
-        conversation_tokens(messages, count),
-        conversation_tokens(final, count),
+        tokens.conversation(messages),
+        tokens.conversation(final),
         tuple(run.steps),
     )
 
@@ -915,18 +946,20 @@ class Llm4sPipeline(Strategy):
                 " the context is left unchanged"
             )
             return
-        count = draft.text_tokens
+        tokens = _MessageTokens(draft.text_tokens)
         try:
-            run = _manage(items, count, config, summarizer)
+            run = _manage(items, tokens, config, summarizer)
         except SummarizerError as error:
             draft.warn(
                 f"llm4s-pipeline: the LLM squeeze failed ({error}); LLM4S fails the whole"
                 " pipeline, so the context is left unchanged"
             )
             return
-        self._apply(draft, run, lead, count, config)
+        self._apply(draft, run, lead, tokens, config)
 
-    def _apply(self, draft: Draft, run: _Run, lead: int, count: Count, config: _Config) -> None:
+    def _apply(
+        self, draft: Draft, run: _Run, lead: int, tokens: _MessageTokens, config: _Config
+    ) -> None:
         for (position, part_index), (old, new, action) in sorted(run.outputs.items()):
             message = draft.messages[position]
             part = message.parts[part_index]
@@ -963,9 +996,9 @@ class Llm4sPipeline(Strategy):
         for k, (message, origin) in enumerate(final):
             if origin is None:
                 draft.insert(lead + k, message, "[HISTORY_SUMMARY] digest")
-        self._warn(draft, run, count, config)
+        self._warn(draft, run, tokens, config)
 
-    def _warn(self, draft: Draft, run: _Run, count: Count, config: _Config) -> None:
+    def _warn(self, draft: Draft, run: _Run, tokens: _MessageTokens, config: _Config) -> None:
         if "grew" in run.notes:
             draft.warn(
                 "llm4s-pipeline: text compression made a tool output longer (LLM4S's quirk with"
@@ -988,7 +1021,7 @@ class Llm4sPipeline(Strategy):
                 "llm4s-pipeline: the squeezed digest moved to the end of the conversation"
                 " (LLM4S's order quirk); set digest_in_place to keep it first"
             )
-        final = _items_tokens(run.items, count)
+        final = _items_tokens(run.items, tokens)
         if final > config.budget:
             draft.warn(
                 f"llm4s-pipeline: {final} tokens remain above the budget of {config.budget}"

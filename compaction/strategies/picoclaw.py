@@ -9,6 +9,7 @@ is every non-system message; its summary lives in the system prompt after the ex
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,14 +120,28 @@ def _max_tokens(draft: Draft, params: dict[str, Any]) -> int:
     return draft.context.max_output_tokens or DEFAULT_MAX_TOKENS
 
 
-def _over_budget(draft: Draft, history: Sequence[Message], window: int, max_tokens: int) -> bool:
-    """picoclaw's ``isOverContextBudget``: est(system + history) + est(tools) + maxTokens > cw."""
-    system = [m for m in draft.messages if m.role in ("system", "developer")]
-    total = sum(picoclaw_message_tokens(m) for m in (*system, *history))
+def _fixed_estimate(draft: Draft) -> int:
+    """What picoclaw's ``isOverContextBudget`` counts besides the history: est(system messages,
+    the top-level system prompt) + est(tool definitions)."""
+    total = sum(
+        picoclaw_message_tokens(m) for m in draft.messages if m.role in ("system", "developer")
+    )
     if draft.system:
         total += picoclaw_message_tokens(Message("system", draft.system))
-    total += picoclaw_tooldefs_tokens(draft.context.tools)
-    return total + max_tokens > window
+    return total + picoclaw_tooldefs_tokens(draft.context.tools)
+
+
+def _next_cut(turn_starts: Sequence[int], start: int, length: int) -> int:
+    """Where :func:`trim_cut` of ``history[start:]`` ends, from the history's turn starts
+    (:func:`parse_turn_boundaries` of the whole history; a message's kind does not depend on
+    its neighbours, so the suffix's boundaries are the whole history's from ``start`` on)."""
+    first = bisect_left(turn_starts, start)
+    turns = turn_starts[first : first + 2]
+    if len(turns) >= 2:
+        return turns[1]
+    if len(turns) == 1 and turns[0] > start:
+        return turns[0]
+    return length
 
 
 class PicoclawForceCompress(Strategy):
@@ -194,12 +209,20 @@ class PicoclawTrim(Strategy):
         max_tokens = _max_tokens(draft, params)
         positions = _history_positions(draft)
         history = [draft.messages[p] for p in positions]
+        # picoclaw re-estimates est(system + history[start:]) + tools + maxTokens > window after
+        # each cut; every message's estimate is taken once and the dropped ones subtracted.
+        estimates = [picoclaw_message_tokens(m) for m in history]
+        fixed = _fixed_estimate(draft) + max_tokens
+        kept = sum(estimates)
+        turn_starts = parse_turn_boundaries(history)
         start = 0
-        while _over_budget(draft, history[start:], window, max_tokens):
+        while fixed + kept > window:
             if start >= len(history):
                 draft.warn("picoclaw-trim: the context does not fit even with an empty history")
                 break
-            start += trim_cut(history[start:])
+            cut = _next_cut(turn_starts, start, len(history))
+            kept -= sum(estimates[start:cut])
+            start = cut
         draft.drop(positions[:start], "drop", "turn trimmed to fit the window")
 
 

@@ -13,13 +13,14 @@ reported usage settles it.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from compaction.messages.model import (
     MediaPart,
@@ -152,13 +153,16 @@ class TokenCounter:
 
     Every text is hashed (blake2b) and looked up by (hash, encoding) before it is encoded, so
     content that repeats across parts, messages or turns is encoded once; ``encoded_tokens`` says
-    how many tokens the tokenizer actually produced.
+    how many tokens the tokenizer actually produced. A :meth:`scoped` counter, made for one job
+    such as a plan, also remembers each text and message it counted, so counting them again costs
+    a dictionary lookup.
 
     Args:
         tokenizer: the tokenizer to count with (:func:`compaction.tokens.get_tokenizer`).
         cache: a cache to share with other counters; a private one by default.
 
     Example:
+        >>> from compaction.tokens import get_tokenizer
         >>> counter = TokenCounter(get_tokenizer("cl100k_base"))
         >>> counter.count_message(Message(role="user", parts=(TextPart("hello world"),))).total
         5
@@ -171,19 +175,51 @@ class TokenCounter:
         self.tokenizer = tokenizer
         self.cache = cache if cache is not None else TokenCache()
         self.encoded_tokens = 0
+        # A scoped counter's memos (None otherwise): text -> tokens, and id(message) -> the
+        # message (held, so the id is not reused while the scope lives) and its count.
+        self._texts: dict[str, int] | None = None
+        self._messages: dict[int, tuple[Message, MessageCount]] | None = None
+
+    def scoped(self) -> Self:
+        """A counter for one job (a plan): the same class, tokenizer and cache, which also
+        remembers every text it counts (by value) and message it counts (by identity).
+
+        Counting the same text or message object again is then a dictionary lookup instead of a
+        hash of the whole text and a cache query, which matters when a job counts a context
+        before and after its edits. The memos hold what they remember for as long as the scoped
+        counter lives, so keep it for one job only; its ``encoded_tokens`` starts at 0.
+
+        Example:
+            >>> from compaction.tokens import get_tokenizer
+            >>> scope = TokenCounter(get_tokenizer("cl100k_base")).scoped()
+            >>> message = Message(role="user", parts=(TextPart("hello world"),))
+            >>> scope.count_message(message) is scope.count_message(message)
+            True
+        """
+        scope = copy.copy(self)
+        scope.encoded_tokens = 0
+        scope._texts = {}
+        scope._messages = {}
+        return scope
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``, from the cache when it was counted before under this encoding."""
         if not text:
             return 0
+        texts = self._texts
+        if texts is not None:
+            known = texts.get(text)
+            if known is not None:
+                return known
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         key = (digest, self.tokenizer.name)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
-        count = self.tokenizer.count(text)
-        self.encoded_tokens += count
-        self.cache.put(key, count)
+        count = self.cache.get(key)
+        if count is None:
+            count = self.tokenizer.count(text)
+            self.encoded_tokens += count
+            self.cache.put(key, count)
+        if texts is not None:
+            texts[text] = count
         return count
 
     def count_part(self, part: Part) -> int:
@@ -209,8 +245,16 @@ class TokenCounter:
 
     def count_message(self, message: Message) -> MessageCount:
         """The tokens of each part of ``message`` and its wrapper overhead."""
+        messages = self._messages
+        if messages is not None:
+            known = messages.get(id(message))
+            if known is not None and known[0] is message:
+                return known[1]
         overhead = MESSAGE_OVERHEAD + (NAME_OVERHEAD if message.name else 0)
-        return MessageCount(tuple(self.count_part(p) for p in message.parts), overhead)
+        count = MessageCount(tuple(self.count_part(p) for p in message.parts), overhead)
+        if messages is not None:
+            messages[id(message)] = (message, count)
+        return count
 
     def count_system(self, parts: Iterable[Part]) -> int:
         """Tokens of a top-level system prompt (Anthropic's ``system``, Responses'

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given
@@ -32,6 +32,7 @@ from compaction.regions import (
     Counter,
     Placeholder,
     Policy,
+    RegionMemo,
     budget,
     context_regions,
     is_summary,
@@ -136,6 +137,38 @@ def test_the_regions_add_up_to_the_messages_counts() -> None:
     messages = sum(COUNTER.count_message(m).total for m in EVERY_KIND.messages)
     system = COUNTER.count_system(EVERY_KIND.system) + COUNTER.count_tools(EVERY_KIND.tools)
     assert totals.counted == messages + system + COUNTER.REQUEST_OVERHEAD
+
+
+class CountingCounter(QuarterCounter):
+    """The quarter counter, recording every message it counts."""
+
+    def __init__(self) -> None:
+        self.counted: list[Message] = []
+
+    def count_message(self, message: Message) -> Count:
+        self.counted.append(message)
+        return super().count_message(message)
+
+
+def test_a_memo_splits_each_message_object_once() -> None:
+    counter, memo = CountingCounter(), RegionMemo()
+    edited = replace(EVERY_KIND, messages=(*EVERY_KIND.messages[:-1], text("user", "new")))
+
+    before = context_regions(EVERY_KIND, counter, memo=memo)
+    after = context_regions(edited, counter, memo=memo)
+
+    assert before == context_regions(EVERY_KIND, COUNTER)
+    assert after == context_regions(edited, COUNTER)
+    assert counter.counted == [*EVERY_KIND.messages, edited.messages[-1]]
+
+
+def test_a_memo_tells_equal_messages_apart_by_identity() -> None:
+    counter, memo = CountingCounter(), RegionMemo()
+    first, second = text("user"), text("user")
+
+    assert memo.regions(first, counter) == memo.regions(second, counter) == {"user": 14}
+    assert memo.regions(first, counter) is memo.regions(first, counter)
+    assert counter.counted == [first, second]
 
 
 def test_reported_usage_beyond_the_count_is_unattributed() -> None:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from compaction.messages.model import Message, TextPart, ToolCallPart, ToolResultPart
 from compaction.summarizers import (
+    _CONSTRAINT,
+    _DECISION,
     SECTIONS,
     FactSummarizer,
     Summarizer,
@@ -143,3 +150,43 @@ def test_summarizer_error_is_a_compaction_error():
     from compaction.errors import CompactionError
 
     assert issubclass(SummarizerError, CompactionError)
+
+
+# --- constraint and decision sentences: found line by line, as the whole-text regex finds them --
+
+_SENTENCE_CHAR = r"(?:[^.!?\n]|[.!?](?![\s]|$))"
+#: The patterns as written before the line-by-line search, over the whole text.
+_WHOLE_TEXT = {
+    "constraint": re.compile(
+        _SENTENCE_CHAR
+        + r"*\b(?:must|should|never|always|don't|do not|cannot|can't|prefer|require[sd]?|only)\b"
+        + _SENTENCE_CHAR
+        + r"*[.!?]?",
+        re.IGNORECASE,
+    ),
+    "decision": re.compile(
+        _SENTENCE_CHAR + r"*\b(?:decided|chose|chosen|selected|will use|going to use"
+        r"|switch(?:ed)? to|opt(?:ed)? for)\b" + _SENTENCE_CHAR + r"*[.!?]?",
+        re.IGNORECASE,
+    ),
+}
+_WORDS = "must MUST ſhould only don't requires required chose chosen ſelected decided a x_ _ 1 é K"
+_PHRASES = ["do not", "Do  not", "will use", "switched to", "opt for", "opted for", "' -"]
+_SPACES = [" ", "\n", "\r", "\t", "\u2028", "\x85", ".", "!", "?", ". ", ".\n"]
+_PIECES = st.sampled_from([*_WORDS.split(), *_PHRASES, *_SPACES])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_sentences_are_found_as_the_whole_text_pattern_finds_them(text: str) -> None:
+    for name, sentences in (("constraint", _CONSTRAINT), ("decision", _DECISION)):
+        whole = [m.group(0) for m in _WHOLE_TEXT[name].finditer(text)]
+        assert list(sentences.found(text)) == whole
+        assert sentences.pattern.pattern == _WHOLE_TEXT[name].pattern
+
+
+def test_a_decision_after_long_lines_without_keywords_is_found() -> None:
+    prose = ("word " * 2000 + "\n") * 20
+    messages = [Message("user", (TextPart(prose + "We decided to use sqlite."),))]
+    summary = FactSummarizer().summarize(messages, previous=None, prompt="")
+    assert "**We decided to use sqlite.**" in summary

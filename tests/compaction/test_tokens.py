@@ -324,6 +324,62 @@ def test_clearing_the_cache_resets_its_counters() -> None:
     assert (len(cache), cache.hits, cache.misses) == (0, 0, 0)
 
 
+def test_a_scoped_counter_counts_a_repeated_text_once(counter: TokenCounter) -> None:
+    scope = counter.scoped()
+    first = scope.count_text("the same text, " * 50)
+    queries = counter.cache.hits + counter.cache.misses
+
+    again = scope.count_text("".join(["the same text, "] * 50))  # equal, another object
+
+    assert again == first == counter.tokenizer.count("the same text, " * 50)
+    assert counter.cache.hits + counter.cache.misses == queries  # no second hash or query
+    assert scope.encoded_tokens == first
+
+
+def test_a_scoped_counter_counts_a_message_object_once(counter: TokenCounter) -> None:
+    def message() -> Message:
+        call = ToolCallPart("c1", "read", '{"path": "src/app.py"}')
+        return Message("assistant", (TextPart("reading"), call), name="bot")
+
+    scope = counter.scoped()
+    first = message()
+    count = scope.count_message(first)
+
+    assert scope.count_message(first) is count
+    assert scope.count_message(message()) == count  # an equal object, counted again
+    assert count == counter.count_message(message())
+
+
+def test_a_scope_keeps_the_class_and_shares_the_cache(cl100k: Tokenizer) -> None:
+    class WithOverhead(TokenCounter):
+        REQUEST_OVERHEAD = REQUEST_OVERHEAD
+
+    cache = TokenCache()
+    parent = WithOverhead(cl100k, cache=cache)
+    scope = parent.scoped()
+
+    scope.count_text("shared content")
+    parent.count_text("shared content")
+
+    assert type(scope) is WithOverhead
+    assert scope.tokenizer is parent.tokenizer
+    assert scope.cache is cache
+    assert (scope.encoded_tokens, parent.encoded_tokens) == (2, 0)
+    assert (cache.hits, cache.misses) == (1, 1)
+
+
+@given(st.lists(st.text(max_size=40), max_size=12))
+def test_scoped_counts_equal_unscoped_ones(texts: list[str]) -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    scope = TokenCounter(tokenizer).scoped()
+    plain = TokenCounter(tokenizer)
+
+    for text in [*texts, *texts]:
+        assert scope.count_text(text) == plain.count_text(text) == tokenizer.count(text)
+    for text in texts:
+        assert scope.count_message(user(text)) == plain.count_message(user(text))
+
+
 @given(st.text())
 def test_cached_counts_equal_the_tokenizers(text: str) -> None:
     tokenizer = get_tokenizer("cl100k_base")
