@@ -8,8 +8,7 @@ import re
 
 from compaction.regions import context_regions, is_summary
 from compaction.strategies import get_strategy
-from compaction.strategies.ctxweb_auto import SUMMARY_HEADER, pointer
-from compaction.strategies.ctxweb_text import DIGEST_HEADER
+from compaction.strategies.ctxweb_auto import DIGEST_HEADER, SUMMARY_HEADER, pointer
 from compaction.turns import orphans
 
 from .builders import a, atc, ctx, sys, t, u
@@ -263,3 +262,16 @@ def test_the_summary_is_shortened_only_when_that_meets_the_target(counter):
     assert summary.endswith(pointer(kept.id))
     [edit] = [e for e in plan.edits if e.kind == "insert-summary"]
     assert edit.tokens_after == counter.count_message(plan.context.messages[1]).total
+
+
+def test_the_package_exports_its_public_names():
+    import compaction.strategies.ctxweb_auto as package
+
+    assert set(package.__all__) == {
+        "DIGEST_HEADER",
+        "STEPS",
+        "SUMMARY_HEADER",
+        "CtxwebAuto",
+        "pointer",
+    }
+    assert package.STEPS == ("externalize", "compact", "prune", "digest", "summarize")

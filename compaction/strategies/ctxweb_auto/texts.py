@@ -1,8 +1,7 @@
 """The texts ``ctxweb-auto`` writes: pointers, short descriptions, shrunk tool-call arguments,
-per-turn digests, and summaries cut to a token budget.
+per-turn digests, the summary's header and trailer, and summaries cut to a token budget.
 
-Pure string work, kept apart from the strategy's escalation logic in
-:mod:`compaction.strategies.ctxweb_auto`.
+Pure string work, kept apart from the steps that decide where the texts go.
 """
 
 from __future__ import annotations
@@ -20,13 +19,27 @@ from compaction.summarizers import extract_facts, messages_text
 __all__ = [
     "CUT_NOTE",
     "DIGEST_HEADER",
+    "FULL_TEXT",
     "POINTER",
+    "SUMMARY_HEADER",
+    "SUMMARY_PROMPT",
     "describe",
     "digest_text",
     "fit_summary",
     "pointer",
     "shrink_arguments",
 ]
+
+#: The first line of a ctxweb summary (the marker alone on its line).
+SUMMARY_HEADER = CTXWEB_SUMMARY_MARKER + "\n"
+#: The prompt an LLM summarizer gets (the deterministic one fills the same sections).
+SUMMARY_PROMPT = (
+    "Summarize the removed conversation into the sections Goal, Constraints & Preferences,"
+    " Progress (Done, In Progress, Blocked), Key Decisions, Next Steps and Critical Context."
+    " Keep every file path, command, error line, test name, URL, identifier and number."
+)
+#: How a summary's trailer introduces the pointers to the full text of what it summarized.
+FULL_TEXT = "Full text of the summarized messages:"
 
 #: A ctxweb pointer: ``[EXTERNALIZED:<sha256>]``.
 POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{64}\]")

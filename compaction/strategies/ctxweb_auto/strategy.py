@@ -1,0 +1,206 @@
+"""``ctxweb-auto`` itself: its parameters, the target, and the order of the steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction.messages.model import Message
+from compaction.regions import is_summary
+from compaction.strategies.base import Draft, Param, Strategy
+from compaction.strategies.ctxweb_auto.outputs import OUTPUT_STEPS, shrink
+from compaction.strategies.ctxweb_auto.summaries import (
+    Digested,
+    digest,
+    shorten_summary,
+    summarize,
+)
+from compaction.summarizers import Summarizer
+from compaction.tokens import REQUEST_OVERHEAD
+from compaction.turns import is_user_turn_start
+
+__all__ = ["STEPS", "CtxwebAuto"]
+
+STEPS = (*OUTPUT_STEPS, "digest", "summarize")
+
+
+class CtxwebAuto(Strategy):
+    """``ctxweb-auto``: externalize, compact, prune, digest, summarize, until under the target."""
+
+    id = "ctxweb-auto"
+    description = (
+        "Escalate from lossless to lossy until under a target: externalize big tool outputs and"
+        " arguments, compact medium ones, prune old ones, digest then summarize the oldest user"
+        " turns; never orphans a tool pair, keeps the latest user turn verbatim unless the target"
+        " needs its older tool outputs, and keeps removed facts in digests, the summary or behind"
+        " artifacts."
+    )
+    source = "ctxweb"
+    params = (
+        Param(
+            "target_tokens",
+            "int",
+            None,
+            min=1,
+            max=10_000_000,
+            help="target total tokens; default target_fraction of usable",
+        ),
+        Param(
+            "target_fraction",
+            "float",
+            0.5,
+            min=0.05,
+            max=1.0,
+            help="target as a fraction of usable (window minus output reserve)",
+        ),
+        Param(
+            "context_window",
+            "int",
+            200_000,
+            min=1000,
+            max=10_000_000,
+            help="the model's context window",
+        ),
+        Param(
+            "output_reserve",
+            "int",
+            None,
+            min=0,
+            max=1_000_000,
+            help="output tokens reserved; default the context's max output tokens, else 32,000",
+        ),
+        Param(
+            "externalize_bytes",
+            "int",
+            8192,
+            min=256,
+            max=100_000_000,
+            help="tool outputs and argument strings above this many bytes are externalized",
+        ),
+        Param(
+            "compact_bytes",
+            "int",
+            2048,
+            min=128,
+            max=100_000_000,
+            help="tool outputs and argument strings above this many bytes are compacted around"
+            " a pointer",
+        ),
+        Param(
+            "max_step",
+            "str",
+            "summarize",
+            choices=STEPS,
+            help="the most lossy step allowed",
+        ),
+        Param(
+            "latest_turn",
+            "str",
+            "auto",
+            choices=("auto", "verbatim", "outputs"),
+            help="auto: keep the latest user turn verbatim unless the target needs its older tool"
+            " outputs (then warn); verbatim: never touch it; outputs: let steps 1-3 reach its"
+            " older tool outputs from the start",
+        ),
+        Param(
+            "keep_recent_outputs",
+            "int",
+            3,
+            min=0,
+            max=1000,
+            help="the latest turn's last tool calls (and their outputs) always kept verbatim",
+        ),
+    )
+
+    def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
+        target = _target(draft, params)
+        total = _total(draft)
+        allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
+        latest = _latest_start(draft.messages)
+        reach = latest
+        # each digest this plan writes -> the turn it replaced (as it stood, and as it came in),
+        # so a summary of the digest reads the turn itself
+        digested: dict[int, Digested] = {}
+        if params["latest_turn"] == "outputs":
+            reach = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
+        for step in allowed:
+            if total <= target:
+                return
+            if step == "summarize":
+                total = summarize(draft, total, target, latest, summarizer, digested)
+            elif step == "digest":
+                total = digest(draft, total, target, latest, digested)
+            else:
+                total = shrink(draft, step, params, total, target, 0, reach)
+            latest = _latest_start(draft.messages)
+        if total > target and params["latest_turn"] == "auto":
+            total = self._into_latest_turn(draft, params, total, target, allowed)
+        if total > target and "summarize" in allowed:
+            total = shorten_summary(draft, total, target)
+        if total > target:
+            draft.warn(f"ctxweb-auto: {total} tokens remain above the target of {target}")
+
+    def _into_latest_turn(
+        self,
+        draft: Draft,
+        params: dict[str, Any],
+        total: int,
+        target: int,
+        allowed: tuple[str, ...],
+    ) -> int:
+        """The last resort of ``latest_turn=auto``: steps 1-3 on the latest turn's older tool
+        outputs and arguments."""
+        latest = _latest_start(draft.messages)
+        recent = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
+        edits = len(draft.edits)
+        before = total
+        for step in allowed:
+            if total <= target or step not in OUTPUT_STEPS:
+                break
+            total = shrink(draft, step, params, total, target, latest, recent)
+        if len(draft.edits) > edits:
+            draft.warn(
+                f"ctxweb-auto: the target needed the latest user turn: {len(draft.edits) - edits}"
+                f" of its older tool outputs and arguments moved behind artifacts"
+                f" ({before - total} tokens); its messages are all kept."
+                " latest_turn=verbatim forbids this"
+            )
+        return total
+
+
+def _target(draft: Draft, params: dict[str, Any]) -> int:
+    target = params["target_tokens"]
+    if target is not None:
+        return int(target)
+    reserve = params["output_reserve"]
+    if reserve is None:
+        reserve = draft.context.max_output_tokens or 32_000
+    return int(max(params["context_window"] - reserve, 1) * params["target_fraction"])
+
+
+def _latest_start(messages: list[Message]) -> int:
+    """Where the latest user turn starts (``len(messages)`` when there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if is_user_turn_start(messages[i]) and not is_summary(messages[i]):
+            return i
+    return len(messages)
+
+
+def _recent_start(messages: list[Message], turn_start: int, keep: int) -> int:
+    """Where the latest turn's last ``keep`` tool calls begin: steps 1-3 on the latest turn
+    stop there."""
+    if keep == 0:
+        return len(messages)
+    calls = [i for i in range(turn_start, len(messages)) if messages[i].tool_calls]
+    if len(calls) <= keep:
+        return calls[0] if calls else len(messages)
+    return calls[-keep]
+
+
+def _total(draft: Draft) -> int:
+    counter = draft.counter
+    total = int(getattr(counter, "REQUEST_OVERHEAD", REQUEST_OVERHEAD))
+    if draft.system:
+        total += counter.count_system(draft.system)
+    if draft.context.tools:
+        total += counter.count_tools(draft.context.tools)
+    return total + sum(draft.tokens(m) for m in draft.messages)
