@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pkgutil
 from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import compaction.regions
 from compaction.messages.model import (
     Context,
     MediaPart,
@@ -42,6 +44,53 @@ from compaction.regions import (
     region_of_part,
     sum_regions,
 )
+
+# --- the public API -------------------------------------------------------------------------
+
+
+def test_the_public_api_is_pinned() -> None:
+    assert sorted(compaction.regions.__all__) == sorted(
+        [
+            "ANTHROPIC_CLEARED_MARKER",
+            "BASEAGENT_SUMMARY_PREFIX",
+            "CLAUDE_CODE_SUMMARY_PREFIX",
+            "CODEX_SUMMARY_PREFIX",
+            "CTXWEB_SUMMARY_MARKER",
+            "PICOCLAW_SUMMARY_PREFIX",
+            "PLACEHOLDER_PATTERNS",
+            "PRUNE_MARKER",
+            "REGIONS",
+            "SUMMARY_MARKERS",
+            "USED_REGIONS",
+            "Budget",
+            "CountedMessage",
+            "Counter",
+            "Placeholder",
+            "PlaceholderKind",
+            "PlaceholderPattern",
+            "Policy",
+            "Region",
+            "RegionMemo",
+            "RegionTotals",
+            "SummaryMarker",
+            "TriggerKind",
+            "budget",
+            "context_regions",
+            "is_summary",
+            "is_summary_text",
+            "message_regions",
+            "part_placeholder",
+            "placeholder_of",
+            "region_of_part",
+            "sum_regions",
+            "system_regions",
+        ]
+    )
+    for name in compaction.regions.__all__:
+        assert hasattr(compaction.regions, name)
+    modules = pkgutil.iter_modules(compaction.regions.__path__)
+    assert all(m.name.startswith("_") for m in modules)
+
 
 # --- a counter with obvious numbers: a quarter of the characters ------------------------------
 

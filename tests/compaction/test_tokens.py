@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import doctest
 import hashlib
+import importlib
+import pkgutil
 
 import pytest
 import tiktoken_ext.openai_public
@@ -119,10 +121,18 @@ def test_the_estimators_api_is_pinned() -> None:
     )
     for name in estimators.__all__:
         assert hasattr(estimators, name)
+    assert all(m.name.startswith("_") for m in pkgutil.iter_modules(estimators.__path__))
+
+
+ESTIMATOR_MODULES = [
+    importlib.import_module(f"{estimators.__name__}.{m.name}")
+    for m in pkgutil.iter_modules(estimators.__path__)
+]
 
 
 @pytest.mark.parametrize(
-    "module", [compaction.tokens, _counter, _encodings, _media, _models, estimators]
+    "module",
+    [compaction.tokens, _counter, _encodings, _media, _models, estimators, *ESTIMATOR_MODULES],
 )
 def test_the_docstring_examples_hold(module: object) -> None:
     globs = {**vars(compaction.tokens), **vars(estimators), **vars(compaction.messages.model)}

@@ -34,7 +34,7 @@ would not make a message smaller is skipped; whatever leaves the context is kept
 and the context points at it.
 """
 
-from compaction.strategies.ctxweb_auto.strategy import STEPS, CtxwebAuto
-from compaction.strategies.ctxweb_auto.texts import DIGEST_HEADER, SUMMARY_HEADER, pointer
+from compaction.strategies.ctxweb_auto._strategy import STEPS, CtxwebAuto
+from compaction.strategies.ctxweb_auto._texts import DIGEST_HEADER, SUMMARY_HEADER, pointer
 
 __all__ = ["DIGEST_HEADER", "STEPS", "SUMMARY_HEADER", "CtxwebAuto", "pointer"]

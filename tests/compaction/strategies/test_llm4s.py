@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pkgutil
 from collections.abc import Sequence
 
 import pytest
 
+import compaction.strategies.llm4s
 from compaction.errors import StrategyError
 from compaction.messages.model import Message, TextPart, ToolResultPart
 from compaction.strategies import get_strategy, list_strategies
@@ -78,6 +80,45 @@ NO_INFO = f"{HISTORY_SUMMARY}\nUserAssistantPair (no key info extracted)"
 
 def texts(messages: Sequence[Message]) -> list[str]:
     return [m.text if not m.tool_results else m.tool_results[0].text for m in messages]
+
+
+# --- the public API -----------------------------------------------------------------------------
+
+
+def test_the_public_api_is_pinned():
+    package = compaction.strategies.llm4s
+    assert package.__all__ == [
+        "DIGEST_PROMPT",
+        "HISTORY_SUMMARY",
+        "Block",
+        "Llm4sPipeline",
+        "ManagedConversation",
+        "PipelineStep",
+        "block_digest",
+        "compress_to_digest",
+        "compress_tool_output",
+        "content_summary",
+        "conversation_tokens",
+        "detect_content_type",
+        "fits_in_budget",
+        "manage_context",
+        "semantic_blocks",
+        "trim_to_budget",
+        "usage_info",
+    ]
+    also = [
+        "DEFAULT_HEADROOM",
+        "DEFAULT_MAX_BLOCKS",
+        "DEFAULT_SUMMARY_TARGET",
+        "EXTERNALIZE_BYTES",
+        "INLINE_BYTES",
+        "STEP_NAMES",
+        "Count",
+        "_MessageTokens",
+    ]
+    for name in [*package.__all__, *also]:
+        assert hasattr(package, name)
+    assert all(m.name.startswith("_") for m in pkgutil.iter_modules(package.__path__))
 
 
 # --- fixtures' counts (§3.1) --------------------------------------------------------------------

@@ -12,7 +12,7 @@ from itertools import pairwise
 from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from compaction.regions import is_summary
 from compaction.strategies.base import Artifact, Draft, make_artifact, render_message
-from compaction.strategies.ctxweb_auto.texts import (
+from compaction.strategies.ctxweb_auto._texts import (
     CUT_NOTE,
     DIGEST_HEADER,
     FULL_TEXT,

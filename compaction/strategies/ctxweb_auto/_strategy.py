@@ -7,8 +7,8 @@ from typing import Any
 from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
-from compaction.strategies.ctxweb_auto.outputs import OUTPUT_STEPS, shrink
-from compaction.strategies.ctxweb_auto.summaries import (
+from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
+from compaction.strategies.ctxweb_auto._summaries import (
     Digested,
     digest,
     shorten_summary,

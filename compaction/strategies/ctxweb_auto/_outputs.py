@@ -9,7 +9,7 @@ from typing import Any
 
 from compaction.messages.model import ToolCallPart, ToolResultPart
 from compaction.strategies.base import Artifact, Draft, make_artifact
-from compaction.strategies.ctxweb_auto.texts import POINTER, describe, pointer, shrink_arguments
+from compaction.strategies.ctxweb_auto._texts import POINTER, describe, pointer, shrink_arguments
 from compaction.strategies.outputs import with_result_text
 
 __all__ = ["OUTPUT_STEPS", "shrink"]
