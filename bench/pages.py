@@ -8,7 +8,8 @@ In a throwaway ``CTXWEB_DATA_DIR`` (SQLite, ``DEBUG`` off, migrated), a generate
 :func:`compaction.messages.parse` and stored with :func:`ctxweb.contexts.services.turn_ingest`)
 is requested through Django's test ``Client`` by a logged-in member of its project: the session
 page, the chart data API (``/api/v1/sessions/{id}/turns``) and the turn inspector of an early, a
-middle and the last turn, and of the last turn largest first (which orders every message). Each
+middle and the last turn, and of the last turn largest first (which orders every message), and
+the preview page of two strategies on the session's latest context (load, plan, render). Each
 URL is requested once to warm up, then ``--requests`` times; the median is reported with the
 number of SQL queries of one request. The same is done for a session of ``--small-turns`` turns,
 to show the number of queries does not grow with turns or messages.
@@ -111,6 +112,13 @@ def urls(external_id: str, turns: int) -> dict[str, str]:
         "turn inspector, last turn": f"/sessions/{external_id}/turns/{turns - 1}/",
         "turn inspector, last turn, largest first": (
             f"/sessions/{external_id}/turns/{turns - 1}/?order=size"
+        ),
+        # the strategy preview end to end: load the managed context, plan, render the page
+        "preview page, ctxweb-auto on the latest context": (
+            f"/sessions/{external_id}/preview/?strategy=ctxweb-auto"
+        ),
+        "preview page, codex-compact on the latest context": (
+            f"/sessions/{external_id}/preview/?strategy=codex-compact"
         ),
     }
 

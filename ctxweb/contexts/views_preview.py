@@ -4,6 +4,7 @@ artifact's content. Both work without JavaScript; every piece of content is esca
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from compaction.errors import StrategyError
+from compaction.messages import Context
 from compaction.regions import USED_REGIONS, RegionTotals
 from compaction.strategies import Plan
 from ctxweb.accounts.access import Access, access_for_request
@@ -20,6 +22,8 @@ from ctxweb.contexts import planning, selectors
 from ctxweb.contexts.models import Operation, Session
 
 DEFAULT_STRATEGY = "ctxweb-auto"
+#: Edits shown on one page of a preview (a plan may hold thousands).
+EDITS_PER_PAGE = 100
 #: Characters of an artifact shown per page (about 100 KB of ASCII).
 ARTIFACT_PAGE_CHARS = 100_000
 TRUE = ("true", "on", "1", "yes")
@@ -283,24 +287,59 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
         "operation": _operation(access, session, request.GET.get("operation")),
     }
     if plan is not None and context is not None:
-        stored = selectors.artifact_keys_stored(
-            project=access.project, keys=[a.id for a in plan.artifacts]
-        )
         page["comparison"] = _comparison(plan, session)
-        page["edits"] = [
+        page.update(_edits_page(request, access, context, plan))
+        page["apply_params"] = json.dumps(
+            {k: list(v) if isinstance(v, tuple) else v for k, v in plan.params.items()}
+        )
+    return render(request, "contexts/preview.html", page)
+
+
+def _edits_page(
+    request: HttpRequest, access: Access, context: Context, plan: Plan
+) -> dict[str, Any]:
+    """One page of the plan's edits (``edits_page``, :data:`EDITS_PER_PAGE` a page) with
+    their excerpts, the count of every kind, and links to the other pages."""
+    edits = plan.edits
+    pages = max(1, -(-len(edits) // EDITS_PER_PAGE))
+    try:
+        number = int(request.GET.get("edits_page", "1"))
+    except ValueError:
+        number = 1
+    number = min(max(1, number), pages)
+    start = (number - 1) * EDITS_PER_PAGE
+    shown = edits[start : start + EDITS_PER_PAGE]
+    stored = selectors.artifact_keys_stored(
+        project=access.project, keys=[e.artifact_id for e in shown if e.artifact_id]
+    )
+
+    def link(to: int) -> str:
+        query = request.GET.copy()
+        query["edits_page"] = str(to)
+        return f"?{query.urlencode()}#edits-heading"
+
+    return {
+        "edits": [
             {
-                "number": number,
+                "number": position,
                 **planning.edit_to_json(edit),
                 "role": planning.edit_role(context, edit),
                 "excerpt": planning.edit_excerpt(context, edit),
                 "artifact_stored": edit.artifact_id in stored,
             }
-            for number, edit in enumerate(plan.edits, start=1)
-        ]
-        page["apply_params"] = json.dumps(
-            {k: list(v) if isinstance(v, tuple) else v for k, v in plan.params.items()}
-        )
-    return render(request, "contexts/preview.html", page)
+            for position, edit in enumerate(shown, start=start + 1)
+        ],
+        "edit_count": len(edits),
+        "edit_kinds": Counter(e.kind for e in edits).most_common(),
+        "edits_page": {
+            "number": number,
+            "pages": pages,
+            "first": start + 1,
+            "last": start + len(shown),
+            "previous": link(number - 1) if number > 1 else None,
+            "next": link(number + 1) if number < pages else None,
+        },
+    }
 
 
 # --- artifacts ----------------------------------------------------------------------------------

@@ -323,3 +323,59 @@ def test_the_page_shows_the_operation_the_apply_form_queued(world: World) -> Non
     foreign = page(world.login(world.outsider), "/sessions/s1/preview/", operation="1")
     assert foreign.status_code == 404
     assert page(client, "/sessions/s1/preview/", operation="x").context["operation"] is None
+
+
+def test_a_plan_with_many_edits_is_shown_a_page_at_a_time(world: World) -> None:
+    calls = []
+    for i in range(130):
+        calls += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"file_{i}.py\n" + "x" * 300},
+        ]
+    request = {"model": "gpt-4o", "messages": [{"role": "user", "content": "go"}, *calls]}
+    response = world.api(world.ingest_key).post(
+        "/api/v1/sessions/many/turns",
+        data=json.dumps({"format": "openai-chat", "request": request}),
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    client = world.login(world.owner)
+    first = page(client, "/sessions/many/preview/", **CLEAR_ALL)
+    html = first.content.decode()
+    assert len(first.context["plan"].edits) == 130
+    assert "Edits (130)" in html
+    assert '<span class="kind">clear</span> ×130' in html
+    assert [e["number"] for e in first.context["edits"]] == list(range(1, 101))
+    assert "Edits 1–100 of 130 (page 1 of 2)" in html
+    assert 'rel="next"' in html
+    assert 'rel="prev"' not in html
+    # the next page keeps the strategy and its parameters
+    [link] = set(re.findall(r'href="(\?[^"]*edits_page=2[^"]*)"', html))
+    assert "strategy=anthropic-clear-tool-uses" in link
+    assert "trigger=0" in link
+    second = client.get("/sessions/many/preview/" + link.replace("&amp;", "&").split("#")[0])
+    assert [e["number"] for e in second.context["edits"]] == list(range(101, 131))
+    assert "Edits 101–130 of 130 (page 2 of 2)" in second.content.decode()
+    # out of range or not a number: the nearest page
+    assert (
+        page(client, "/sessions/many/preview/", edits_page="9", **CLEAR_ALL).context["edits_page"][
+            "number"
+        ]
+        == 2
+    )
+    assert (
+        page(client, "/sessions/many/preview/", edits_page="x", **CLEAR_ALL).context["edits_page"][
+            "number"
+        ]
+        == 1
+    )
