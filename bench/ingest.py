@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks.md"
 BENCH_DB = "ctxweb_bench"
 LATE = 100
+#: Statements the database runs that are no query of a turn's (SQLite sends BEGIN as one).
+TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "COMMIT")
 SECTION = "## Ingest"
 INTRO = """# Benchmarks
 
@@ -208,6 +210,8 @@ def encoding_stats(project: Any) -> dict[str, int]:
 
 
 def bench_session(args: argparse.Namespace) -> dict[str, Any]:
+    from django.db import connection
+
     from compaction.messages import parse
     from compaction.tokens import get_tokenizer
     from ctxweb.accounts.models import Project
@@ -226,6 +230,13 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
     times: list[float] = []
     parse_times: list[float] = []
     totals: list[int] = []
+    executes: list[int] = []
+    sent: list[str] = []
+
+    def record(execute: Any, sql: str, *args: Any) -> Any:
+        sent.append(sql)
+        return execute(sql, *args)
+
     profiler = None
     if args.profile:
         import cProfile
@@ -237,22 +248,25 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
         body = json.loads(json.dumps(generated))
         if profiler is not None and index >= len(bodies) - LATE:
             profiler.enable()
+        sent.clear()
         started = time.perf_counter()
         context = services.turn_request_parse(
             project=project, external_id="bench", format=body["format"], request=body["request"]
         )
         parsed = time.perf_counter()
-        result = services.turn_ingest(
-            project=project,
-            external_id="bench",
-            context=context,
-            model=body["model"],
-            usage=body["usage"],
-            turn_id=body["turn_id"],
-            body=body,
-            context_window=200_000,
-        )
+        with connection.execute_wrapper(record):
+            result = services.turn_ingest(
+                project=project,
+                external_id="bench",
+                context=context,
+                model=body["model"],
+                usage=body["usage"],
+                turn_id=body["turn_id"],
+                body=body,
+                context_window=200_000,
+            )
         times.append(time.perf_counter() - started)
+        executes.append(sum(1 for sql in sent if not sql.startswith(TRANSACTION_CONTROL)))
         parse_times.append(parsed - started)
         if profiler is not None:
             profiler.disable()
@@ -286,6 +300,7 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
         "late_ratio": late["median_ms"] / summarize(baseline)["median_ms"],
         "late_parse": summarize(parse_times[-LATE:]),
         "late_ingest": summarize([t - p for t, p in zip(times, parse_times, strict=True)][-LATE:]),
+        "late_executes": statistics.median(executes[-LATE:]),
         "encoded_tokens": encoded,
         **stats,
         "encoded_ratio": encoded / max(1, stats["distinct_tokens"]),
@@ -442,12 +457,14 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         "DRF's JSON decoding and authentication. Late turns = the last "
         f"{LATE}. Baseline = tiktoken encoding the late turn's whole context (the concatenated "
         "text "
-        "of all its messages, uncached).",
+        "of all its messages, uncached). Database calls: the `execute`s of a turn's queries "
+        "(one may carry several statements), less transaction control.",
         "",
         "| backend | final tokens | all turns median / p95 | late median / p95 | baseline median "
         "| late / baseline (target < 0.33) | of which parse / turn_ingest (medians) "
-        "| encoded / distinct tokens (target ≤ 1.1) | db bytes / content byte |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| database calls per late turn | encoded / distinct tokens (target ≤ 1.1) "
+        "| db bytes / content byte |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results.values():
         s = r["session"]
@@ -457,6 +474,7 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             f"{s['late']['p95_ms']:.1f} ms | {s['baseline']['median_ms']:.1f} ms "
             f"({s['baseline_tokens_median']:,.0f} tokens) | **{s['late_ratio']:.2f}** | "
             f"{s['late_parse']['median_ms']:.1f} / {s['late_ingest']['median_ms']:.1f} ms | "
+            f"{s['late_executes']:g} | "
             f"{s['encoded_tokens']:,} / {s['distinct_tokens']:,} = **{s['encoded_ratio']:.2f}** | "
             f"{s['storage']['database_bytes'] / 1e6:.1f} MB / "
             f"{s['storage']['content_bytes'] / 1e6:.1f} MB = "

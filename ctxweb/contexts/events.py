@@ -10,12 +10,18 @@ Publishing through Redis is also bounded in time: a send that Redis does not ack
 published), and after such a timeout this process drops events for :data:`PAUSE_SECONDS` instead
 of making every request wait out the same timeout (a refused connection fails fast: no pause).
 Live updates resume by themselves once Redis answers again; stored data never depends on them.
+
+Sends to Redis run on one event loop per process, in a thread of its own, so every publish reuses
+that loop and its connections (instead of a new thread, loop and connection each). With the
+in-memory layer, an event for a session nobody in this process watches costs nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +52,22 @@ def bind_serving_loop(loop: asyncio.AbstractEventLoop) -> None:
     _SERVING_LOOP = loop
 
 
+#: This process's publishing loop and its process id (a forked child starts its own).
+_PUBLISH_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None
+_PUBLISH_LOOP_LOCK = threading.Lock()
+
+
+def _publish_loop() -> asyncio.AbstractEventLoop:
+    """The loop that sends to out-of-process layers, running in its own daemon thread."""
+    global _PUBLISH_LOOP
+    with _PUBLISH_LOOP_LOCK:
+        if _PUBLISH_LOOP is None or _PUBLISH_LOOP[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="ctxweb-publish", daemon=True).start()
+            _PUBLISH_LOOP = (os.getpid(), loop)
+        return _PUBLISH_LOOP[1]
+
+
 def _other_thread_of(loop: asyncio.AbstractEventLoop | None) -> bool:
     if loop is None or not loop.is_running() or loop.is_closed():
         return False
@@ -61,7 +83,8 @@ def session_group(session_id: int) -> str:
 
 
 def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
-    """Send ``message`` (with its ``type``) to the session's watchers; True when sent.
+    """Send ``message`` (with its ``type``) to the session's watchers; True when sent (or, with
+    the in-memory layer, when nobody watches the session).
 
     Never raises: failures are logged.
     """
@@ -80,25 +103,29 @@ def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
             return False
         group = session_group(session_id)
         payload = {"type": "session.event", "event": dict(message)}
-        loop = _SERVING_LOOP
-        if isinstance(layer, InMemoryChannelLayer) and _other_thread_of(loop):
-            assert loop is not None
-            asyncio.run_coroutine_threadsafe(layer.group_send(group, payload), loop).result(5)
+        if isinstance(layer, InMemoryChannelLayer):
+            if not getattr(layer, "groups", {}).get(group):
+                return True  # nobody in this process watches the session: nothing to send
+            loop = _SERVING_LOOP
+            if _other_thread_of(loop):
+                assert loop is not None
+                asyncio.run_coroutine_threadsafe(layer.group_send(group, payload), loop).result(5)
+            else:
+                async_to_sync(layer.group_send)(group, payload)
         else:
+            sending = asyncio.run_coroutine_threadsafe(
+                layer.group_send(group, payload), _publish_loop()
+            )
             try:
-                async_to_sync(_bounded_send)(layer, group, payload)
+                sending.result(PUBLISH_SECONDS)
             except TimeoutError:  # a hung layer: spare the next requests the same wait
+                sending.cancel()
                 _paused_until = time.monotonic() + PAUSE_SECONDS
                 raise
     except Exception:
         logger.exception("could not publish %s to session %s", message.get("type"), session_id)
         return False
     return True
-
-
-async def _bounded_send(layer: Any, group: str, payload: dict[str, Any]) -> None:
-    """``group_send`` given :data:`PUBLISH_SECONDS`; raises ``TimeoutError`` past it."""
-    await asyncio.wait_for(layer.group_send(group, payload), PUBLISH_SECONDS)
 
 
 def turn_payload(turn: Turn) -> dict[str, Any]:

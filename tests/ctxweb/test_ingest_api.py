@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
+from channels.layers import InMemoryChannelLayer
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
+from compaction.messages import parse
+from ctxweb.contexts import events, selectors, services
 from ctxweb.contexts.models import Message, Session, Turn
 from tests.ctxweb.conftest import World
 
@@ -241,3 +248,217 @@ def test_the_schema_and_docs_are_served_offline(world: World) -> None:
     docs = client.get("/api/docs/")
     assert docs.status_code == 200
     assert b"cdn" not in docs.content.lower()
+
+
+def conversation(turns: int) -> list[dict[str, Any]]:
+    """The messages of an agent's request after ``turns`` calls: each adds a call and its
+    result."""
+    messages: list[dict[str, Any]] = [SYSTEM, ASK]
+    for n in range(turns):
+        call = {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "id": f"call_{n}"}]}
+        messages += [call, {**RESULT, "tool_call_id": f"call_{n}", "content": f"file {n}\n" * 40}]
+    return messages
+
+
+def ingest(world: World, external_id: str, turns: int, turn_id: str | None = None) -> Turn:
+    """Turn ``turns - 1`` of a session, ingested in process as the view does."""
+    body = {"format": "openai-chat", "request": chat(*conversation(turns)), "turn_id": turn_id}
+    context = services.turn_request_parse(
+        project=world.project,
+        external_id=external_id,
+        format="openai-chat",
+        request=body["request"],
+    )
+    return services.turn_ingest(
+        project=world.project, external_id=external_id, context=context, turn_id=turn_id, body=body
+    ).turn
+
+
+def statements(queries: CaptureQueriesContext) -> list[str]:
+    """The statements run, less transaction control (``BEGIN``, savepoints, ``COMMIT``)."""
+    control = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "COMMIT")
+    return [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(control)]
+
+
+def assert_turn_holds(turn: Turn, turns: int) -> None:
+    """The stored turn resolves to the context its body sent."""
+    sent = parse("openai-chat", chat(*conversation(turns)))
+    ids = selectors.turn_message_ids(session=turn.session, index=turn.index)
+    rows = Message.objects.in_bulk(set(ids))
+    assert set(rows) == set(ids)
+    stored = selectors.turn_context(turn=turn, rows=[rows[i] for i in ids])
+    assert stored.messages == sent.messages
+    assert stored.system == sent.system
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_late_turn_takes_the_same_few_statements_whatever_the_session_length(
+    world: World, monkeypatch: pytest.MonkeyPatch, batched: bool
+) -> None:
+    if not batched:  # as with a driver that cannot send several statements at once
+        monkeypatch.setattr(services, "_batches_statements", lambda: False)
+    for n in range(1, 40):
+        ingest(world, "long", n)
+    counts = []
+    for n in (40, 41):
+        with CaptureQueriesContext(connection) as queries:
+            turn = ingest(world, "long", n, turn_id=f"t-{n}")
+        counts.append(len(statements(queries)))
+        assert_turn_holds(turn, n)
+    # Lock and read the session, read its previous turn, insert the new messages; save the
+    # session and insert the turn. PostgreSQL gets them in two round trips.
+    assert counts == [2, 2] if services._batches_statements() else [5, 5]
+
+
+def test_a_turn_whose_previous_turn_another_process_wrote_is_stored_whole(
+    world: World,
+) -> None:
+    for n in range(1, 4):
+        ingest(world, "s1", n)
+    # As if another process had stored the previous turn: what this one remembers is stale,
+    # yet the messages it guessed new were inserted with the lock.
+    key = (world.project.pk, "s1")
+    services._RECENT[key].turn_key = (0, None)
+    turn = ingest(world, "s1", 4)
+    assert_turn_holds(turn, 4)
+    distinct = {json.dumps(m, sort_keys=True) for m in conversation(4)}
+    assert Message.objects.count() == len(distinct)  # each stored once
+    assert_turn_holds(ingest(world, "s1", 5), 5)
+
+
+def fail_after_storing(world: World, external_id: str, turns: int) -> None:
+    """A request that stored its turn, then failed: all it wrote is rolled back."""
+    with transaction.atomic():
+        ingest(world, external_id, turns)
+        raise RuntimeError("the request failed")
+
+
+def test_a_turn_rolled_back_is_never_taken_for_the_previous_one(world: World) -> None:
+    for n in range(1, 4):
+        ingest(world, "s1", n)
+    with pytest.raises(RuntimeError):
+        fail_after_storing(world, "s1", 4)
+    turn = ingest(world, "s1", 5)
+    assert turn.index == 3
+    assert_turn_holds(turn, 5)
+
+
+def test_a_turn_stored_elsewhere_in_place_of_one_rolled_back_is_told_from_it(
+    world: World,
+) -> None:
+    for n in range(1, 4):
+        ingest(world, "s1", n)
+    with pytest.raises(RuntimeError):
+        fail_after_storing(world, "s1", 4)
+    # Another process stores another turn in its place: SQLite may give it the same keys.
+    key = (world.project.pk, "s1")
+    remembered = services._RECENT[key]
+    other = conversation(4)
+    other[-1] = {**other[-1], "content": "another output"}
+    context = parse("openai-chat", chat(*other))
+    services.turn_ingest(project=world.project, external_id="s1", context=context)
+    services._RECENT[key] = remembered
+    turn = ingest(world, "s1", 5)
+    assert_turn_holds(turn, 5)
+
+
+def test_a_retry_of_a_turn_hashed_the_former_way_is_still_recognized(world: World) -> None:
+    client = world.api(world.ingest_key)
+    body = {"format": "openai-chat", "request": chat(SYSTEM, ASK), "turn_id": "t-1"}
+    assert post(client, "s1", body).status_code == 201
+    # Turns stored before bodies hashed their messages' hashes listed.
+    context = parse("openai-chat", body["request"])
+    hashes = [
+        services._digest(services._canonical_json(services.message_to_dict(m)))
+        for m in context.messages
+    ]
+    Turn.objects.update(body_hash=services._body_digest(body, context, hashes, listed=True))
+    assert post(client, "s1", body).status_code == 200
+    other = {**body, "request": chat(SYSTEM, ASK, CALL, RESULT)}
+    assert post(client, "s1", other).status_code == 409
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_a_turn_commits_without_waiting_for_the_disk_only_when_configured(
+    world: World, settings: Any, synchronous: bool
+) -> None:
+    settings.CTXWEB_INGEST_SYNCHRONOUS_COMMIT = synchronous
+    ingest(world, "s1", 1)
+    with CaptureQueriesContext(connection) as queries:
+        turn = ingest(world, "s1", 2)
+    assert_turn_holds(turn, 2)
+    sent = " ".join(q["sql"] for q in queries.captured_queries)
+    if connection.vendor != "postgresql":  # SQLite's commit is set once for all (WAL, NORMAL)
+        assert "synchronous_commit" not in sent
+        return
+    assert ("SET LOCAL synchronous_commit TO OFF" in sent) is not synchronous
+    with connection.cursor() as cursor:  # in the test's transaction, which holds the turn's
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == ("on" if synchronous else "off")
+
+
+def test_a_turn_nobody_watches_is_not_sent_to_the_in_memory_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[str] = []
+
+    async def group_send(self: Any, group: str, message: dict[str, Any]) -> None:
+        sent.append(group)
+
+    monkeypatch.setattr(events, "get_channel_layer", InMemoryChannelLayer)
+    monkeypatch.setattr(InMemoryChannelLayer, "group_send", group_send)
+    assert events.publish(1, {"type": "turn.created"}) is True
+    assert sent == []
+
+
+class RecordingLayer:
+    """An out-of-process layer, as channels-redis is: records where each send ran."""
+
+    def __init__(self) -> None:
+        self.sends: list[tuple[str, asyncio.AbstractEventLoop, str]] = []
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        self.sends.append((group, loop, threading.current_thread().name))
+
+
+def test_publishing_reuses_one_loop_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = RecordingLayer()
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(events, "_paused_until", 0.0)
+    assert events.publish(7, {"type": "turn.created"}) is True
+    assert events.publish(7, {"type": "turn.created"}) is True
+    (group, first, thread), (_, second, _) = layer.sends
+    assert group == "session-7"
+    assert first is second  # not a new loop (and thread) a publish
+    assert thread == "ctxweb-publish"
+
+
+class HungLayer:
+    """A layer that never acknowledges a send (a frozen Redis)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.cancelled = threading.Event()
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        self.started += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
+def test_a_hung_send_is_abandoned_and_publishing_pauses(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = HungLayer()
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(events, "PUBLISH_SECONDS", 0.05)
+    monkeypatch.setattr(events, "_paused_until", 0.0)
+    assert events.publish(1, {"type": "turn.created"}) is False
+    assert "could not publish turn.created" in caplog.text
+    assert layer.cancelled.wait(5)  # the abandoned send does not linger on the loop
+    assert events.publish(1, {"type": "turn.created"}) is False  # paused: not even tried
+    assert layer.started == 1
