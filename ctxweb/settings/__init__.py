@@ -238,6 +238,11 @@ SPECTACULAR_SETTINGS = {
 CTXWEB_RATE_LIMIT = os.environ.get("CTXWEB_RATE_LIMIT", "1200/min")
 CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
 
+# PostgreSQL: 0 lets an ingest's commit return before the disk flush (SET LOCAL
+# synchronous_commit TO OFF): faster ingest, but a database crash can lose the last fraction of a
+# second of acknowledged turns (whole turns, never part of one). Durable by default.
+CTXWEB_INGEST_SYNCHRONOUS_COMMIT = envbool("CTXWEB_INGEST_SYNCHRONOUS_COMMIT", True)
+
 # Request size: a turn carries a whole context; 32 MB by default, 413 above it.
 CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
