@@ -296,7 +296,7 @@ def test_a_late_turn_takes_the_same_few_statements_whatever_the_session_length(
     world: World, monkeypatch: pytest.MonkeyPatch, batched: bool
 ) -> None:
     if not batched:  # as with a driver that cannot send several statements at once
-        monkeypatch.setattr(services, "_batches_statements", lambda: False)
+        monkeypatch.setattr(services._sessions, "_batches_statements", lambda: False)
     for n in range(1, 40):
         ingest(world, "long", n)
     counts = []
@@ -307,7 +307,7 @@ def test_a_late_turn_takes_the_same_few_statements_whatever_the_session_length(
         assert_turn_holds(turn, n)
     # Lock and read the session, read its previous turn, insert the new messages; save the
     # session and insert the turn. PostgreSQL gets them in two round trips.
-    assert counts == [2, 2] if services._batches_statements() else [5, 5]
+    assert counts == [2, 2] if services._sessions._batches_statements() else [5, 5]
 
 
 def test_a_turn_whose_previous_turn_another_process_wrote_is_stored_whole(

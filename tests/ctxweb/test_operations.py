@@ -228,7 +228,7 @@ class FailingSummarizer:
 def test_a_failed_llm_summary_fails_the_operation_and_changes_nothing(
     world: World, session: Session, commit: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(operations, "operation_summarizer", FailingSummarizer)
+    monkeypatch.setattr(operations._running, "operation_summarizer", FailingSummarizer)
     client = world.api(world.operator_key)
     before = client.get("/api/v1/sessions/s1/context").json()
     created = commit(lambda: apply(client, "s1", "codex-compact")).json()

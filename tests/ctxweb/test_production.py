@@ -74,15 +74,15 @@ import os, sys, time
 import django
 django.setup()
 from compaction.summarizers import FactSummarizer
-from ctxweb.contexts import operations
+from ctxweb.contexts.operations import _running
 
 class SlowLLM:
     def summarize(self, messages, *, previous, prompt):
         time.sleep(float(os.environ["CTXWEB_TEST_SUMMARY_DELAY"]))
         return FactSummarizer().summarize(messages, previous=previous, prompt=prompt)
 
-operations.operation_summarizer = SlowLLM
-operations.HEARTBEAT_SECONDS = 0.5
+_running.operation_summarizer = SlowLLM
+_running.HEARTBEAT_SECONDS = 0.5
 from celery.bin.celery import main
 sys.argv = ["celery", *sys.argv[1:]]
 sys.exit(main())

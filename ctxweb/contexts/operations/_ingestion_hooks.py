@@ -1,0 +1,108 @@
+"""What ingestion asks of operations: whether a turn continues from an operation's version,
+and the session's automatic policy (validated, set, and started when a turn crosses the
+compaction trigger).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+
+from compaction.regions import Policy, budget
+from compaction.strategies import get_strategy
+from ctxweb.contexts import selectors
+from ctxweb.contexts.models import Operation, Session, Turn
+from ctxweb.contexts.operations._scheduling import operation_create
+
+logger = logging.getLogger(__name__)
+
+
+def turn_operation_event(
+    *, session: Session, index: int, message_ids: Sequence[int], system_id: int | None
+) -> tuple[Operation | None, dict[str, Any] | None]:
+    """Whether turn ``index`` continues from the current managed context version: its messages
+    start with the version's and its system prompt is the version's. Returns the version's
+    operation and the chart's ``operation`` event, or ``(None, None)``."""
+    managed = selectors.managed_context_latest(session=session)
+    if managed is None or managed.operation_id is None or managed.turn_index != index - 1:
+        return None, None
+    ids = list(managed.message_ids)
+    if list(message_ids[: len(ids)]) != ids or managed.system_id != system_id:
+        return None, None
+    operation = Operation.objects.filter(pk=managed.operation_id).first()
+    if operation is None or operation.undone_at is not None:
+        return None, None
+    result = operation.result or {}
+    return operation, {
+        "type": "operation",
+        "strategy": operation.strategy,
+        "operation_id": operation.pk,
+        "tokens_before": result.get("tokens_before"),
+        "tokens_after": result.get("tokens_after"),
+    }
+
+
+def session_policy_validate(policy: Any) -> dict[str, Any]:
+    """A session's policy, checked: ``{"auto": {"strategy", "params", "enabled"}}``.
+    Raises :class:`~compaction.errors.StrategyError` naming the field."""
+    from compaction.errors import StrategyError
+
+    if not isinstance(policy, Mapping):
+        raise StrategyError("policy", "must be an object")
+    out = dict(policy)
+    auto = policy.get("auto")
+    if auto is None:
+        return out
+    if not isinstance(auto, Mapping):
+        raise StrategyError("policy.auto", "must be an object")
+    if not isinstance(auto.get("enabled", True), bool):
+        raise StrategyError("policy.auto.enabled", "must be a boolean")
+    strategy = auto.get("strategy")
+    if not isinstance(strategy, str):
+        raise StrategyError("policy.auto.strategy", "must name a strategy")
+    try:
+        resolved = get_strategy(strategy).validate(auto.get("params") or {})
+    except StrategyError as exc:
+        raise StrategyError(f"policy.auto.{exc.path}", exc.reason) from None
+    out["auto"] = {
+        "strategy": strategy,
+        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items()},
+        "enabled": auto.get("enabled", True),
+    }
+    return out
+
+
+def session_policy_set(*, session: Session, policy: Mapping[str, Any]) -> Session:
+    """Replace the session's policy after validating it."""
+    session.policy = session_policy_validate(policy)
+    session.save(update_fields=["policy"])
+    return session
+
+
+def operation_auto_after_turn(*, session: Session, turn: Turn, previous_total: int | None) -> None:
+    """Start the session's automatic operation when ``turn`` crosses the compaction trigger and
+    nothing is queued or running. Never raises into ingestion: problems are logged."""
+    auto = (session.policy or {}).get("auto") if isinstance(session.policy, dict) else None
+    if not isinstance(auto, dict) or not auto.get("enabled", True) or not auto.get("strategy"):
+        return
+    reserve = turn.max_output_tokens or session.output_reserve
+    limits = budget(turn.context_window, reserve, Policy.ctxweb())
+    if not limits.over_trigger(turn.total_tokens):
+        return
+    if previous_total is not None and limits.over_trigger(previous_total):
+        return  # crossed earlier: one automatic operation per crossing
+    if selectors.operation_active(session=session) is not None:
+        return
+    try:
+        with transaction.atomic():
+            operation_create(
+                session=session,
+                strategy=auto["strategy"],
+                params=auto.get("params") or {},
+                automatic=True,
+            )
+    except Exception:
+        logger.exception("automatic operation of session %s not started", session.pk)

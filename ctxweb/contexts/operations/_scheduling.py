@@ -1,0 +1,118 @@
+"""Creating and scheduling operations: one queued or running operation per session, run
+after commit by the broker, a background thread or inline (see the package's docstring).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+
+from compaction.strategies import get_strategy
+from ctxweb.contexts import planning, selectors
+from ctxweb.contexts.models import Operation, Session
+from ctxweb.contexts.operations._reaping import operation_reap_stale
+from ctxweb.contexts.operations._running import STAGES, operation_fail, operation_run
+
+logger = logging.getLogger(__name__)
+
+
+#: The Celery task that runs an operation, sent by name.
+OPERATION_TASK = "ctxweb.contexts.tasks.operation_run"
+
+
+class OperationConflict(Exception):
+    """Another operation of the session is queued or running."""
+
+    def __init__(self, active: Operation | None) -> None:
+        self.active = active
+        which = f" (operation {active.pk}, {active.status})" if active is not None else ""
+        super().__init__(
+            f"Another operation of this session is already queued or running{which}; "
+            "wait for it to finish."
+        )
+
+
+def _run_in_thread(operation_id: int) -> None:
+    try:
+        operation_run(operation_id=operation_id)
+    except Exception:
+        logger.exception("operation %s failed in its thread", operation_id)
+    finally:
+        connection.close()
+
+
+def operation_schedule(operation_id: int) -> None:
+    """Run the operation after the current transaction commits (see the module's docstring)."""
+    if getattr(settings, "CTXWEB_TASKS_INLINE", False):
+        transaction.on_commit(lambda: _run_inline(operation_id))
+    elif settings.REDIS_URL:
+        from ctxweb.celery import app
+
+        def send() -> None:
+            try:
+                app.send_task(OPERATION_TASK, args=(operation_id,))
+            except Exception as error:  # the broker is down: say so now, don't block the session
+                logger.exception("could not queue operation %s", operation_id)
+                operation_fail(
+                    operation_id=operation_id, error=f"could not reach the task broker: {error}"
+                )
+
+        transaction.on_commit(send)
+    else:
+        transaction.on_commit(
+            lambda: threading.Thread(
+                target=_run_in_thread, args=(operation_id,), daemon=True, name="ctxweb-operation"
+            ).start()
+        )
+
+
+def _run_inline(operation_id: int) -> None:
+    operation_run(operation_id=operation_id, heartbeat=False)
+
+
+def operation_create(
+    *,
+    session: Session,
+    strategy: str,
+    params: Mapping[str, Any] | None,
+    actor: Any = None,
+    automatic: bool = False,
+) -> Operation:
+    """Queue ``strategy`` with ``params`` on the session's managed context and schedule it.
+
+    ``actor`` is the dashboard user or the API key that asked (None for automatic ones).
+    Raises :class:`~compaction.errors.StrategyError` (unknown strategy, bad parameter) and
+    :class:`OperationConflict` (another operation of the session is queued or running).
+    """
+    operation_reap_stale()
+    # Window and reserve parameters the caller left out come from the session, as in previews.
+    given = dict(params or {})
+    defaults = planning.session_defaults(session=session, strategy=strategy)
+    resolved = get_strategy(strategy).validate({**defaults, **given})
+    stored_params = {k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items()}
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    key_prefix = getattr(actor, "prefix", "") if user is None and actor is not None else ""
+    try:
+        with transaction.atomic():
+            locked = Session.objects.select_for_update().get(pk=session.pk)
+            active = selectors.operation_active(session=locked)
+            if active is not None:
+                raise OperationConflict(active)
+            operation = Operation.objects.create(
+                session=locked,
+                strategy=strategy,
+                params=stored_params,
+                automatic=automatic,
+                created_by=user,
+                key_prefix=key_prefix or "",
+                progress={"stage": "queued", "done": 0, "total": STAGES},
+            )
+            operation_schedule(operation.pk)
+    except IntegrityError:  # the partial unique constraint: a concurrent create won
+        raise OperationConflict(selectors.operation_active(session=session)) from None
+    return operation

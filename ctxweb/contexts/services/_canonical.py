@@ -1,0 +1,123 @@
+"""Canonical forms of what a turn stores: canonical JSON and its SHA-256 digests, the check
+for text databases cannot store, the idempotency hash of a posted body, and equality that
+tells values apart as canonical JSON does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from compaction.errors import FormatError
+from compaction.messages import Context, TextPart, ToolCallPart, ToolResultPart, message_to_dict
+from compaction.messages import Message as LibMessage
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _check_text(value: Any, path: str) -> None:
+    """Reject what databases cannot store: NUL characters and lone surrogates in any string."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise FormatError(where, "contains a NUL character")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FormatError(where, "is not valid UTF-8 (lone surrogate)") from None
+        elif isinstance(item, Mapping):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}.{i}") for i, v in enumerate(item))
+
+
+def _typed_equal(a: Any, b: Any) -> bool:
+    """``a == b`` that also tells ``1``, ``1.0`` and ``True`` apart, as canonical JSON does."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping):
+        return a.keys() == b.keys() and all(_typed_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_typed_equal(x, y) for x, y in zip(a, b, strict=True))
+    if is_dataclass(a):
+        return all(_typed_equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    return bool(a == b)
+
+
+def _same_part(a: Any, b: Any) -> bool:
+    if isinstance(a, ToolResultPart):
+        return (
+            _typed_equal(a.extra, b.extra)
+            and type(a.is_error) is type(b.is_error)
+            and all(_same_part(x, y) for x, y in zip(a.content, b.content, strict=True))
+        )
+    if isinstance(a, TextPart | ToolCallPart):
+        return not (a.extra or b.extra) or _typed_equal(a.extra, b.extra)
+    return _typed_equal(a, b)
+
+
+def _same_message(a: LibMessage, b: LibMessage) -> bool:
+    """Whether two messages have the same canonical form: equal, with the same value types."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    if (a.extra or b.extra) and not _typed_equal(a.extra, b.extra):
+        return False
+    return all(_same_part(x, y) for x, y in zip(a.parts, b.parts, strict=True))
+
+
+def _identical_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` share (the very objects), compared in C."""
+    limit = min(len(a), len(b))
+    same = list(map(operator.is_, a[:limit], b[:limit]))
+    return same.index(False) if False in same else limit
+
+
+def _body_digest(
+    body: Any, context: Context, hashes: Sequence[str], *, listed: bool = False
+) -> str:
+    """The idempotency hash of a posted body: the SHA-256 of its canonical JSON, with the request's
+    messages replaced by the SHA-256 of their hashes (``hashes``, which ingestion computes anyway),
+    so hashing costs the body's small parts only. Bodies are equal exactly when their hashes are:
+    a request renders back from its parsed messages exactly, so their hashes stand for them.
+
+    ``listed``: with the hashes themselves in place of the messages, as turns stored before
+    were hashed.
+    """
+    key = "input" if context.format == "openai-responses" else "messages"
+    request = body.get("request") if isinstance(body, Mapping) else None
+    items = request.get(key) if isinstance(request, Mapping) else None
+    if not isinstance(items, list) or len(items) != len(hashes):  # not a parsed request's body
+        return _digest(_canonical_json(body))
+    assert isinstance(request, Mapping)
+    messages: dict[str, Any]
+    if listed:
+        messages = {"ctxweb:message_hashes": list(hashes)}
+    else:  # the hashes have one length: joined, they stand for the list
+        messages = {"ctxweb:messages_sha256": _digest("".join(hashes))}
+    return _digest(_canonical_json({**body, "request": {**request, key: messages}}))
+
+
+def _same_body(stored: str, body: Any, context: Context) -> bool:
+    """Whether ``body`` is the body hashed as ``stored`` (a retry; the slow path is fine)."""
+    hashes = [_digest(_canonical_json(message_to_dict(m))) for m in context.messages]
+    return stored in (
+        _body_digest(body, context, hashes),
+        _body_digest(body, context, hashes, listed=True),  # turns stored before
+        _digest(_canonical_json(body)),  # turns stored before bodies were hashed by parts
+    )

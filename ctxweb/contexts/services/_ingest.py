@@ -1,0 +1,262 @@
+"""Turn ingest: one model call of a session stored whole or not at all (:func:`turn_ingest`),
+with its retries, its delta on the previous turn and the compaction events it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from compaction.errors import FormatError
+from compaction.messages import Context
+from compaction.regions import sum_regions
+from compaction.tokens import REQUEST_OVERHEAD
+from compaction.usage import normalize_usage
+from ctxweb.accounts.models import Project
+from ctxweb.contexts import events as live_events
+from ctxweb.contexts import selectors
+from ctxweb.contexts.models import KEYFRAME_EVERY, Turn
+from ctxweb.contexts.services._canonical import _body_digest, _check_text, _same_body, _typed_equal
+from ctxweb.contexts.services._messages import (
+    _message_rows,
+    _MessagePlan,
+    _messages_plan,
+    _messages_store,
+    _system_row,
+    _toolset_row,
+)
+from ctxweb.contexts.services._recent import _Recent, _recent_guess, _recent_put, _recent_valid
+from ctxweb.contexts.services._sessions import _session_for_turn
+from ctxweb.contexts.services._sql import _insert_rows_sql, _turn_insert
+
+#: A turn whose total drops by more than this share from the previous turn is a compaction event.
+COMPACTION_DROP = 0.30
+
+
+class TurnConflict(Exception):
+    """A ``turn_id`` was reused with a different body."""
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    turn: Turn
+    created: bool
+
+
+def _guessed_plan(project: Project, context: Context, guess: _Recent) -> _MessagePlan | None:
+    """The plan of ``context``'s messages if ``guess`` holds the previous turn, or None when it
+    cannot be made before the session is read (it is then made again, as it must be)."""
+    if not connection.features.can_return_rows_from_bulk_insert:  # SQLite before 3.35
+        return None
+    try:
+        return _messages_plan(
+            project=project, messages=context.messages, encoding=guess.encoding, recent=guess
+        )
+    except FormatError:  # raised again in order, after a retried turn_id is recognized
+        return None
+
+
+def _delta(previous: list[int], ids: list[int], index: int) -> tuple[int, list[int], bool]:
+    """How turn ``index`` stores ``ids``: (shared prefix with the previous turn, tail, keyframe)."""
+    if index % KEYFRAME_EVERY == 0 or not previous:
+        return 0, ids, True
+    shared = min(len(previous), len(ids))
+    if previous[:shared] != ids[:shared]:  # compared in C; walked only when they differ
+        shared = 0
+        for a, b in zip(previous, ids, strict=False):
+            if a != b:
+                break
+            shared += 1
+    if shared == 0:
+        return 0, ids, True
+    return shared, ids[shared:], False
+
+
+def turn_ingest(
+    *,
+    project: Project,
+    external_id: str,
+    context: Context,
+    model: str | None = None,
+    response: Any = None,
+    usage: Mapping[str, Any] | None = None,
+    turn_id: str | None = None,
+    body: Any = None,
+    context_window: int | None = None,
+    unknown: Sequence[str] = (),
+    events: Sequence[Mapping[str, Any]] = (),
+    source: str = "api",
+) -> IngestResult:
+    """Store one model call of session ``external_id`` (created on first use), whole or not at all.
+
+    A retry with the same ``turn_id`` and body returns the stored turn (``created`` False); the
+    same ``turn_id`` with another body raises :class:`TurnConflict`. ``body`` is the posted body
+    (``{"request": ..., ...}``) that ``context`` was parsed from.
+    """
+    # Only a turn with a turn_id can be retried: hash the body only then.
+    hashed = body is not None and turn_id is not None
+    normalized = normalize_usage(usage) if usage else None
+    key = (project.pk, external_id)
+    with transaction.atomic():
+        # What this process stored for the previous turn, if it still is the previous turn: the
+        # new messages are inserted with the session's lock, in the same round trip.
+        guess = _recent_guess(key)
+        plan = _guessed_plan(project, context, guess) if guess is not None else None
+        then = None
+        if plan is not None and plan.optimistic and plan.new:
+            then = _insert_rows_sql(plan.rows())
+        found = _session_for_turn(
+            project=project,
+            external_id=external_id,
+            turn_id=turn_id,
+            format=context.format,
+            model=model or str(context.extra.get("model") or ""),
+            context_window=context_window,
+            output_reserve=context.max_output_tokens,
+            source=source,
+            then=then,
+        )
+        session, previous = found.session, found.previous
+        encoding = session.encoding
+        index = session.turn_count
+        if found.retry_id is not None:
+            existing = Turn.objects.get(pk=found.retry_id)
+            if hashed and existing.body_hash and not _same_body(existing.body_hash, body, context):
+                raise TurnConflict(turn_id)
+            return IngestResult(existing, False)
+        recent = None
+        if guess is not None and _recent_valid(guess, session, previous):
+            recent = guess
+        if recent is not None and plan is not None:
+            stored = _messages_store(plan, found.returned if then is not None else None)
+        else:  # rows the guess inserted are found like any others
+            stored = _message_rows(
+                project=project, messages=context.messages, encoding=encoding, recent=recent
+            )
+        body_hash = _body_digest(body, context, stored.hashes) if hashed else ""
+        system_parts, tools = tuple(context.system), tuple(context.tools)
+        if recent is not None and _typed_equal(system_parts, recent.system):
+            system = recent.system_row
+        else:
+            system = _system_row(project=project, context=context, encoding=encoding)
+        if recent is not None and _typed_equal(tools, recent.tools):
+            toolset = recent.toolset
+        else:
+            toolset = _toolset_row(project=project, context=context, encoding=encoding)
+        regions = sum_regions(
+            [
+                {"system": REQUEST_OVERHEAD},
+                system.counts[encoding]["regions"] if system else {},
+                {"tools": toolset.counts[encoding]} if toolset else {},
+                stored.cumulative[-1],
+            ]
+        )
+        counted = sum(regions.values())
+        reported = normalized["input_tokens"] if normalized else None
+        if reported is not None and reported > counted:
+            regions["unattributed"] = reported - counted
+        total = sum(regions.values())
+        ids = stored.ids
+        if recent is not None:
+            previous_ids = recent.ids
+        elif previous is not None:
+            previous_ids = selectors.turn_message_ids(session=session, index=index - 1)
+        else:
+            previous_ids = []
+        shared, tail, keyframe = _delta(previous_ids, ids, index)
+        turn_events = [dict(e) for e in events]
+        from ctxweb.contexts import operations  # builds on this module's helpers
+
+        applied, applied_event = (
+            operations.turn_operation_event(
+                session=session,
+                index=index,
+                message_ids=ids,
+                system_id=system.id if system else None,
+            )
+            if previous is not None and previous.operated
+            else (None, None)
+        )
+        if applied_event is not None:
+            turn_events.append(applied_event)
+        if (
+            previous is not None
+            and previous.total_tokens
+            and (total < previous.total_tokens * (1 - COMPACTION_DROP))
+            and not any(e.get("type") in ("compaction", "operation") for e in turn_events)
+        ):
+            turn_events.append(
+                {
+                    "type": "compaction",
+                    "source": "detected",
+                    "tokens_before": previous.total_tokens,
+                    "tokens_after": total,
+                }
+            )
+        window = context_window or session.context_window
+        extra = dict(context.extra)
+        _check_text(extra, "request")
+        if response is not None:
+            _check_text(response, "response")
+        turn = Turn(
+            session=session,
+            index=index,
+            turn_id=turn_id,
+            body_hash=body_hash,
+            shared=shared,
+            tail=tail,
+            keyframe=keyframe,
+            message_count=len(ids),
+            system=system,
+            toolset=toolset,
+            unknown=sorted(set(unknown)),
+            request_extra=extra,
+            max_output_tokens=context.max_output_tokens,
+            context_window=window,
+            total_tokens=total,
+            counted_tokens=counted,
+            regions=regions,
+            reported_input_tokens=reported,
+            usage=normalized,
+            response=response,
+            events=turn_events,
+            operation=applied,
+        )
+        reserve = context.max_output_tokens or session.output_reserve
+        usable = max(1, window - reserve)
+        session.turn_count = index + 1
+        session.last_total_tokens = total
+        session.last_fill = total / usable
+        session.last_activity_at = timezone.now()
+        session.compaction_count += sum(1 for e in turn_events if e.get("type") == "compaction")
+        if context.max_output_tokens:
+            session.output_reserve = context.max_output_tokens
+        _turn_insert(turn, session)
+        _recent_put(
+            key,
+            _Recent(
+                session_id=session.pk,
+                encoding=encoding,
+                turn_key=(turn.pk, turn.created_at),
+                messages=tuple(context.messages),
+                hashes=stored.hashes,
+                ids=ids,
+                regions=stored.regions,
+                cumulative=stored.cumulative,
+                system=system_parts,
+                system_row=system,
+                tools=tools,
+                toolset=toolset,
+            ),
+        )
+        transaction.on_commit(lambda: live_events.turn_created(turn))
+        operations.operation_auto_after_turn(
+            session=session,
+            turn=turn,
+            previous_total=previous.total_tokens if previous is not None else None,
+        )
+    return IngestResult(turn, True)

@@ -1,0 +1,181 @@
+"""Sessions as ingestion finds them: created on first use, locked for a new turn with what
+the turn needs of the session's previous turn and of the turn a retry repeats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+
+from compaction.windows import DEFAULT_CONTEXT_WINDOW, context_window_for_model
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.counting import encoding_for
+from ctxweb.contexts.models import Session, Turn
+from ctxweb.contexts.services._sql import (
+    _ASYNCHRONOUS_COMMIT,
+    _batches_statements,
+    _loaded,
+    _locked_sql,
+    _synchronous_commit,
+)
+
+
+def session_get_or_create(
+    *,
+    project: Project,
+    external_id: str,
+    format: str,
+    model: str | None,
+    context_window: int | None = None,
+    output_reserve: int | None = None,
+    source: str = "api",
+) -> Session:
+    """The project's session ``external_id``, created on first use (locked for this transaction).
+
+    A new session's window is the request's, else the model table's, else the default.
+    """
+    session = (
+        Session.objects.select_for_update().filter(project=project, external_id=external_id).first()
+    )
+    if session is not None:
+        return session
+    encoding, approximate = encoding_for(model)
+    try:
+        with transaction.atomic():
+            return Session.objects.create(
+                project=project,
+                external_id=external_id,
+                format=format,
+                model=model or "",
+                context_window=context_window
+                or context_window_for_model(model)
+                or DEFAULT_CONTEXT_WINDOW,
+                output_reserve=output_reserve or 0,
+                encoding=encoding,
+                approximate=approximate,
+                source=source,
+            )
+    except IntegrityError:  # created meanwhile by a concurrent request
+        return Session.objects.select_for_update().get(project=project, external_id=external_id)
+
+
+@dataclass(frozen=True)
+class _Previous:
+    """What a turn needs of the session's previous turn."""
+
+    #: (primary key, creation time): what :class:`_Recent` is looked up by.
+    key: tuple[int, Any]
+    total_tokens: int
+    #: Whether an operation made a context from it: only then may the new turn continue from it
+    #: (operations.turn_operation_event), saving that function's queries.
+    operated: bool
+
+
+@dataclass(frozen=True)
+class _Locked:
+    """A session locked for a new turn, with its previous turn and the turn a retry repeats."""
+
+    session: Session
+    previous: _Previous | None
+    retry_id: int | None
+    #: What the statement sent with the lock returned (None when none was, or not run).
+    returned: list[Any] | None = None
+
+
+def _session_locked(
+    *,
+    project: Project,
+    external_id: str,
+    turn_id: str | None,
+    then: tuple[str, list[Any]] | None = None,
+) -> _Locked | None:
+    """Lock the project's session ``external_id`` and read what a new turn needs of it: its
+    previous turn and the turn ``turn_id`` names; then run the statement ``then`` (sql, params),
+    if any and if the session exists (when sent at once, whether it exists or not). First, on
+    PostgreSQL, stop this transaction's commit waiting for the disk unless
+    :func:`_synchronous_commit`.
+
+    In SQL: the ORM spends longer building these queries than the database running them. Two
+    statements, the turns read once the session is locked (a read in the locking statement
+    would see the turns as they were before it waited), sent at once with ``then`` where the
+    driver allows: one round trip.
+    """
+    sql = _locked_sql()
+    key: list[Any] = [project.pk, external_id]
+    returned = None
+    asynchronous = connection.vendor == "postgresql" and not _synchronous_commit()
+    with connection.cursor() as cursor:
+        if _batches_statements():
+            statements, params = f"{sql.session}; {sql.turns}", [*key, *key, turn_id]
+            if asynchronous:
+                statements = f"{_ASYNCHRONOUS_COMMIT}; {statements}"
+            if then is not None:
+                statements, params = f"{statements}; {then[0]}", [*params, *then[1]]
+            cursor.execute(statements, params)
+            if asynchronous:
+                cursor.nextset()
+            sessions = _loaded(Session, cursor)
+            cursor.nextset()
+            turns = _loaded(Turn, cursor)
+            if then is not None:
+                cursor.nextset()
+                returned = cursor.fetchall()
+        else:
+            if asynchronous:
+                cursor.execute(_ASYNCHRONOUS_COMMIT)
+            cursor.execute(sql.session, key)
+            sessions = _loaded(Session, cursor)
+            if not sessions:
+                return None
+            cursor.execute(sql.turns, [*key, turn_id])
+            turns = _loaded(Turn, cursor)
+            if then is not None:
+                cursor.execute(*then)
+                returned = cursor.fetchall()
+    if not sessions:
+        return None
+    session = sessions[0]
+    index = session.turn_count
+    retried = next((t.pk for t in turns if turn_id is not None and t.turn_id == turn_id), None)
+    found: Any = next((t for t in turns if t.index == index - 1), None)
+    previous = None
+    if found is not None:
+        previous = _Previous(
+            key=(found.pk, found.created_at),
+            total_tokens=found.total_tokens,
+            operated=bool(found.operated),
+        )
+    return _Locked(session, previous, retried, returned)
+
+
+def _session_for_turn(
+    *,
+    project: Project,
+    external_id: str,
+    turn_id: str | None,
+    format: str,
+    model: str | None,
+    context_window: int | None,
+    output_reserve: int | None,
+    source: str,
+    then: tuple[str, list[Any]] | None = None,
+) -> _Locked:
+    """:func:`_session_locked`, creating the session on first use (``then`` may have run)."""
+    found = _session_locked(project=project, external_id=external_id, turn_id=turn_id, then=then)
+    if found is not None:
+        return found
+    session_get_or_create(
+        project=project,
+        external_id=external_id,
+        format=format,
+        model=model,
+        context_window=context_window,
+        output_reserve=output_reserve,
+        source=source,
+    )
+    # Read again: a concurrent request may have created it and stored turns since.
+    found = _session_locked(project=project, external_id=external_id, turn_id=turn_id)
+    assert found is not None
+    return found

@@ -1,0 +1,237 @@
+"""The hand-written SQL of ingestion, for SQLite and PostgreSQL: the queries that lock a
+session and read its previous turn, whether the driver batches statements, rows loaded as
+model instances, and the inserts and updates of messages, turns and sessions.
+
+In SQL because the ORM took longer to build these statements than the database to run
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Model
+
+from ctxweb.contexts.models import ManagedContext, Session, Turn
+from ctxweb.contexts.models import Message as MessageRow
+
+_M = TypeVar("_M", bound=Model)
+
+
+@dataclass(frozen=True)
+class _LockedSql:
+    #: The session, locked (parameters: project id, external id).
+    session: str
+    #: The session's last turn, with whether an operation made a context from it, and its turn
+    #: with a turn id (parameters: project id, external id, turn id).
+    turns: str
+
+
+@cache
+def _locked_sql() -> _LockedSql:
+    """The queries of :func:`_session_locked`, for this database."""
+    quote = connection.ops.quote_name
+    session, turn = quote(Session._meta.db_table), quote(Turn._meta.db_table)
+    managed = quote(ManagedContext._meta.db_table)
+    index = quote("index")
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""  # SQLite: none
+    return _LockedSql(
+        session=f"SELECT * FROM {session} WHERE project_id = %s AND external_id = %s{lock}",
+        # One indexed lookup a turn (an OR of the two would scan the session's turns).
+        turns=(
+            f"WITH s AS (SELECT id, turn_count FROM {session}"
+            " WHERE project_id = %s AND external_id = %s)"
+            f" SELECT t.id, t.{index}, t.turn_id, t.created_at, t.total_tokens,"
+            f" EXISTS (SELECT 1 FROM {managed} m WHERE m.session_id = t.session_id"
+            f" AND m.turn_index = t.{index} AND m.operation_id IS NOT NULL) AS operated"
+            f" FROM {turn} t JOIN s ON t.session_id = s.id AND t.{index} = s.turn_count - 1"
+            f" UNION ALL SELECT t.id, t.{index}, t.turn_id, t.created_at, t.total_tokens,"
+            f" NULL FROM {turn} t JOIN s ON t.session_id = s.id AND t.turn_id = %s"
+        ),
+    )
+
+
+#: Turns off waiting for the disk at this transaction's commit (PostgreSQL).
+_ASYNCHRONOUS_COMMIT = "SET LOCAL synchronous_commit TO OFF"
+
+
+def _synchronous_commit() -> bool:
+    """Whether a turn's commit waits for the disk: ``settings.CTXWEB_INGEST_SYNCHRONOUS_COMMIT``,
+    True unless set.
+
+    False spares a turn PostgreSQL's wait for its WAL to reach the disk (from a fraction of a
+    millisecond to several on a busy disk): a crash of the database server or of its machine may
+    then lose the turns acknowledged in the last fraction of a second, whole (never part of one),
+    as SQLite in WAL mode with ``synchronous=NORMAL`` (the embedded default) may after a power
+    loss. Nothing else changes: the database stays consistent.
+    """
+    return bool(getattr(settings, "CTXWEB_INGEST_SYNCHRONOUS_COMMIT", True))
+
+
+@cache
+def _batches_statements() -> bool:
+    """Whether one ``execute`` may carry several statements and return each one's rows: with
+    psycopg 3 binding parameters on the client, Django's default for PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return False
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return is_psycopg3 and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+
+
+def _loaded(model: type[_M], cursor: Any) -> list[_M]:
+    """The rows of ``cursor``'s current result as ``model`` instances, their values converted
+    as the ORM converts them; a column that is no field of ``model`` becomes an attribute."""
+    db = connections[DEFAULT_DB_ALIAS]
+    columns = [column[0] for column in cursor.description]
+    fields = [field for field in model._meta.concrete_fields if field.column in columns]
+    positions = [columns.index(field.column) for field in fields]
+    names = [field.attname for field in fields]
+    converters = []
+    for field in fields:
+        expression = field.get_col(model._meta.db_table)
+        found = db.ops.get_db_converters(expression) + expression.get_db_converters(db)
+        converters.append((found, expression))
+    extra = [(name, at) for at, name in enumerate(columns) if name not in names]
+    loaded = []
+    for row in cursor.fetchall():
+        values = []
+        for at, (found, expression) in zip(positions, converters, strict=True):
+            value = row[at]
+            for convert in found:
+                value = convert(value, expression, db)
+            values.append(value)
+        obj = model.from_db(db.alias, names, values)
+        for name, at in extra:
+            setattr(obj, name, row[at])
+        loaded.append(obj)
+    return loaded
+
+
+#: The fields of a session that a new turn changes.
+_SESSION_UPDATED = (
+    "turn_count",
+    "last_total_tokens",
+    "last_fill",
+    "last_activity_at",
+    "compaction_count",
+    "output_reserve",
+)
+#: Rows a statement inserts at most (PostgreSQL takes at most 65,535 parameters).
+_INSERT_BATCH = 1_000
+
+
+def _insert_rows(rows: list[MessageRow]) -> list[tuple[int, str]]:
+    """Insert ``rows`` in their order, skipping those whose hash the project holds already; the
+    id and hash of each row inserted.
+
+    In SQL: ``bulk_create(ignore_conflicts=True)`` returns no ids, which cost another query.
+    """
+    if not connection.features.can_return_rows_from_bulk_insert:  # SQLite before 3.35
+        MessageRow.objects.bulk_create(rows, ignore_conflicts=True)
+        return []
+    inserted: list[tuple[int, str]] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), _INSERT_BATCH):
+            cursor.execute(*_insert_rows_sql(rows[start : start + _INSERT_BATCH]))
+            inserted += cursor.fetchall()
+    return inserted
+
+
+def _insert_rows_sql(rows: list[MessageRow]) -> tuple[str, list[Any]]:
+    """The statement of :func:`_insert_rows` for at most :data:`_INSERT_BATCH` rows."""
+    sql, params = _insert_sql(rows)
+    column = _sql_of(MessageRow).column
+    return (
+        f"{sql} ON CONFLICT ({column['project']}, {column['hash']}) DO NOTHING"
+        f" RETURNING {column['id']}, {column['hash']}",
+        params,
+    )
+
+
+@dataclass(frozen=True)
+class _ModelSql:
+    """A model's SQL text, as statements written here use it."""
+
+    table: str
+    #: The fields written by an insert (all but the primary key), and their columns.
+    inserted: list[Any]
+    columns: str
+    #: One row's placeholders.
+    values: str
+    #: Every column, by field name.
+    column: dict[str, str]
+
+
+@cache
+def _sql_of(model: type[Model]) -> _ModelSql:
+    """``model``'s SQL text for this database (built once)."""
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    meta = model._meta
+    column = {field.name: quote(str(field.column)) for field in meta.concrete_fields}
+    inserted = [field for field in meta.concrete_fields if not field.primary_key]
+    return _ModelSql(
+        table=quote(meta.db_table),
+        inserted=inserted,
+        columns=", ".join(column[field.name] for field in inserted),
+        values="(" + ", ".join(["%s"] * len(inserted)) + ")",
+        column=column,
+    )
+
+
+def _insert_sql(objs: Sequence[Model]) -> tuple[str, list[Any]]:
+    """The ``INSERT`` of ``objs`` (of one model): every column but the primary key, each value
+    prepared as ``save()`` prepares it (``auto_now_add`` times set)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    sql = _sql_of(type(objs[0]))
+    params = [
+        field.get_db_prep_save(field.pre_save(obj, True), db)
+        for obj in objs
+        for field in sql.inserted
+    ]
+    values = ", ".join([sql.values] * len(objs))
+    return f"INSERT INTO {sql.table} ({sql.columns}) VALUES {values}", params
+
+
+def _update_sql(obj: Model, names: Sequence[str]) -> tuple[str, list[Any]]:
+    """The ``UPDATE`` of ``obj``'s fields ``names``, as ``save(update_fields=names)`` writes it."""
+    db = connections[DEFAULT_DB_ALIAS]
+    sql = _sql_of(type(obj))
+    fields = [field for field in obj._meta.concrete_fields if field.name in names]
+    params = [field.get_db_prep_save(getattr(obj, field.attname), db) for field in fields]
+    assignments = ", ".join(f"{sql.column[field.name]} = %s" for field in fields)
+    return (
+        f"UPDATE {sql.table} SET {assignments} WHERE {sql.column['id']} = %s",
+        [*params, obj.pk],
+    )
+
+
+def _saved(obj: Model, pk: int) -> None:
+    """Mark ``obj``, inserted in SQL, as ``save()`` would."""
+    obj.pk = pk
+    obj._state.adding = False
+    obj._state.db = DEFAULT_DB_ALIAS
+
+
+def _turn_insert(turn: Turn, session: Session) -> None:
+    """Insert ``turn`` and save the fields of ``session`` that a turn changes, in one statement
+    on PostgreSQL (two elsewhere)."""
+    insert, params = _insert_sql([turn])
+    update, update_params = _update_sql(session, _SESSION_UPDATED)
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        if db.vendor == "postgresql":
+            cursor.execute(
+                f"WITH updated AS ({update}) {insert} RETURNING {_sql_of(Turn).column['id']}",
+                [*update_params, *params],
+            )
+            _saved(turn, cursor.fetchone()[0])
+        else:
+            cursor.execute(update, update_params)
+            cursor.execute(insert, params)
+            _saved(turn, cursor.lastrowid)
