@@ -34,8 +34,10 @@ DIGEST_GAIN = 0.7
 
 @dataclass(frozen=True)
 class Digested:
-    """A user turn a digest replaced: its messages as they stood, and as they came in."""
+    """A user turn a digest replaced: the digest (held, so its ``id`` is not reused while the
+    plan runs), the turn's messages as they stood, and as they came in."""
 
+    digest: Message
     current: list[Message]
     original: list[Message]
 
@@ -68,7 +70,7 @@ def digest(
         draft.artifacts.setdefault(full.id, full)
         draft.drop(range(lo, hi), "summarize-range", "digested by ctxweb-auto")
         draft.insert(lo, message, "ctxweb turn digest")
-        digested[id(message)] = Digested(turn, originals)
+        digested[id(message)] = Digested(message, turn, originals)
         total += added - removed
         shift += hi - lo - 1
     return total
@@ -203,10 +205,10 @@ def _expand(
     assistant message), so a summarizer does not take the whole digest for the user's goal."""
     out: list[Message] = []
     for m in messages:
+        turn = digested.get(id(m))
         if m.text.startswith(SUMMARY_HEADER):
             continue
-        if id(m) in digested:
-            turn = digested[id(m)]
+        if turn is not None and turn.digest is m:
             out.extend(turn.current if current else turn.original)
         elif current and m.text.startswith(DIGEST_HEADER):
             out.extend(_read_digest(m.text))
