@@ -16,11 +16,15 @@ from ctxweb.accounts.models import ApiKey, Membership, Project, Role
 
 @dataclass(frozen=True)
 class Access:
-    """The project a request acts in and what it may do there."""
+    """The project a request acts in and what it may do there.
+
+    ``can_write``: post turns and import transcripts (every API key; members above viewer).
+    """
 
     project: Project
     can_operate: bool
     can_admin: bool = False
+    can_write: bool = True
 
 
 SESSION_PROJECT_KEY = "ctxweb_project_id"
@@ -45,6 +49,7 @@ def access_for_user(user: Any, *, project_id: int | None = None) -> Access | Non
         project=membership.project,
         can_operate=membership.role in (Role.OPERATOR, Role.ADMIN),
         can_admin=membership.role == Role.ADMIN,
+        can_write=membership.role in (Role.OPERATOR, Role.ADMIN),
     )
 
 

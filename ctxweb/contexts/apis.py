@@ -52,6 +52,17 @@ def require_access(request: Request) -> Access:
     return access
 
 
+def require_writer(access: Access) -> None:
+    """Viewers read: posting turns and importing take an API key or the operator role."""
+    if not access.can_write:
+        raise ApiError(
+            "Viewers read only: post turns and import with an API key, or ask a project admin"
+            " for the operator role.",
+            code="permission_denied",
+            status_code=status.HTTP_403_FORBIDDEN,
+        )
+
+
 def require_session(access: Access, external_id: str) -> Session:
     session = selectors.session_get(project=access.project, external_id=external_id)
     if session is None:
@@ -99,6 +110,7 @@ class TurnIngestApi(APIView):
     )
     def post(self, request: Request, external_id: str) -> Response:
         access = require_access(request)
+        require_writer(access)
         if not isinstance(request.data, dict):
             raise ApiError(
                 "The body must be a JSON object.", fields={"request": "expected an object"}

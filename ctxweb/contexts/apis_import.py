@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction.transcripts import TRANSCRIPT_FORMATS
-from ctxweb.contexts.apis import require_access
+from ctxweb.contexts.apis import require_access, require_writer
 from ctxweb.contexts.importing import transcript_import
 
 FORMAT_CHOICES = ("auto", *TRANSCRIPT_FORMATS)
@@ -58,6 +58,7 @@ class ImportApi(APIView):
     )
     def post(self, request: Request) -> Response:
         access = require_access(request)
+        require_writer(access)
         data = ImportInput(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]

@@ -311,6 +311,17 @@ def test_a_dashboard_login_imports_into_its_project(world: World) -> None:
     assert Session.objects.get().project == world.project
 
 
+def test_a_viewer_logged_in_cannot_import(world: World) -> None:
+    response = world.login(world.teammate).post(
+        "/api/v1/import",
+        {"file": SimpleUploadedFile("chat.json", json.dumps(CHAT[:1]).encode())},
+        format="multipart",
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    assert not Session.objects.exists()
+
+
 def test_an_anonymous_upload_is_refused(world: World) -> None:
     response = world.api().post(
         "/api/v1/import",

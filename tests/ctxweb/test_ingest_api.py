@@ -191,6 +191,18 @@ def test_a_teammate_logged_in_reads_the_session(world: World) -> None:
     assert client.get("/api/v1/sessions/s1").json()["turn_count"] == 1
 
 
+def test_a_viewer_logged_in_reads_but_does_not_post(world: World) -> None:
+    body = {"format": "openai-chat", "request": chat(ASK)}
+    response = post(world.login(world.teammate), "s1", body)
+    assert response.status_code == 403
+    error = response.json()["error"]
+    assert error["code"] == "permission_denied"
+    assert "Viewers read only" in error["message"]
+    assert not Session.objects.exists()
+    # the owner (an admin member) posts from the dashboard login, as any API key does
+    assert post(world.login(world.owner), "s1", body).status_code == 201
+
+
 def test_requests_without_credentials_or_with_a_revoked_key_are_refused(world: World) -> None:
     assert world.api().get("/api/v1/sessions").status_code in (401, 403)
     from ctxweb.accounts.models import ApiKey

@@ -122,6 +122,7 @@ class Call:
     path: str
     scope: str = "object"
     operator: bool = False
+    writer: bool = False  # posts data: API keys and members above viewer only
     data: Any = None
     multipart: bool = False
     ok: tuple[int, ...] = (200,)
@@ -165,6 +166,7 @@ API: dict[str, list[Call]] = {
             "POST",
             "/api/v1/sessions/{sid}/turns",
             scope="create",
+            writer=True,
             data={"format": "openai-chat", "request": OPENAI_REQUEST},
             ok=(201,),
         ),
@@ -203,6 +205,7 @@ API: dict[str, list[Call]] = {
             "POST",
             "/api/v1/import",
             scope="create",
+            writer=True,
             multipart=True,
             data=[{"id": "imported", "messages": OPENAI_REQUEST["messages"]}],
             ok=(201,),
@@ -315,10 +318,10 @@ def test_the_api_route_keeps_projects_apart(scene: Scene, name: str, index: int)
     elif name != "api-health":  # the health check takes no credentials at all
         assert call.send(scene.world.api(scene.revoked_key), scene.alpha).status_code == 401
 
-    # Viewers and ingest keys read, but only operators apply.
+    # Viewers and ingest keys read, but only operators apply; viewers do not post data.
     for persona in ("teammate", "ingest_key"):
         response = call.send(clients[persona], scene.alpha)
-        if call.operator:
+        if call.operator or (call.writer and persona == "teammate"):
             _assert_error(response, (403,), "permission_denied")
             assert scene.counts() == before
         else:
