@@ -18,22 +18,11 @@ from compaction.regions import ANTHROPIC_CLEARED_MARKER
 from compaction.strategies.base import Draft, Param, Strategy
 from compaction.strategies.outputs import tool_outputs, with_result_text
 from compaction.summarizers import Summarizer
-from compaction.tokens import REQUEST_OVERHEAD
 from compaction.turns import tool_pairs
 
 __all__ = ["CLEARED_INPUT", "AnthropicClearToolUses"]
 
 CLEARED_INPUT = "{}"
-
-
-def _input_tokens(draft: Draft) -> int:
-    counter = draft.counter
-    total = int(getattr(counter, "REQUEST_OVERHEAD", REQUEST_OVERHEAD))
-    if draft.system:
-        total += counter.count_system(draft.system)
-    if draft.context.tools:
-        total += counter.count_tools(draft.context.tools)
-    return total + sum(draft.tokens(m) for m in draft.messages)
 
 
 class AnthropicClearToolUses(Strategy):
@@ -69,7 +58,7 @@ class AnthropicClearToolUses(Strategy):
     )
 
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
-        if not _input_tokens(draft) > params["trigger"]:
+        if not draft.total_tokens() > params["trigger"]:
             return
         excluded = set(params["exclude_tools"])
         names = {call.id: call.name for m in draft.messages for call in m.tool_calls}

@@ -253,6 +253,19 @@ class Draft:
         """The counter's tokens for ``message`` (cached by the counter)."""
         return int(self.counter.count_message(message).total)
 
+    def total_tokens(self) -> int:
+        """The draft's tokens as sent: the request overhead (the counter's ``REQUEST_OVERHEAD``,
+        else the default), the system prompt, the tool definitions and every message."""
+        from compaction.tokens import REQUEST_OVERHEAD
+
+        counter = self.counter
+        total = int(getattr(counter, "REQUEST_OVERHEAD", REQUEST_OVERHEAD))
+        if self.system:
+            total += counter.count_system(self.system)
+        if self.context.tools:
+            total += counter.count_tools(self.context.tools)
+        return total + sum(self.tokens(m) for m in self.messages)
+
     def text_tokens(self, text: str) -> int:
         """The counter's tokens for a bare string."""
         return int(self.counter.count_text(text))

@@ -295,18 +295,24 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
     return render(request, "contexts/preview.html", page)
 
 
+def _page(request: HttpRequest, name: str, count: int, per_page: int) -> tuple[int, int]:
+    """The page asked for in ``request.GET[name]`` (the nearest one when out of range, the first
+    when not a number) and how many pages ``count`` items make, ``per_page`` a page."""
+    pages = max(1, -(-count // per_page))
+    try:
+        number = int(request.GET.get(name, "1"))
+    except ValueError:
+        number = 1
+    return min(max(1, number), pages), pages
+
+
 def _edits_page(
     request: HttpRequest, access: Access, context: Context, plan: Plan
 ) -> dict[str, Any]:
     """One page of the plan's edits (``edits_page``, :data:`EDITS_PER_PAGE` a page) with
     their excerpts, the count of every kind, and links to the other pages."""
     edits = plan.edits
-    pages = max(1, -(-len(edits) // EDITS_PER_PAGE))
-    try:
-        number = int(request.GET.get("edits_page", "1"))
-    except ValueError:
-        number = 1
-    number = min(max(1, number), pages)
+    number, pages = _page(request, "edits_page", len(edits), EDITS_PER_PAGE)
     start = (number - 1) * EDITS_PER_PAGE
     shown = edits[start : start + EDITS_PER_PAGE]
     stored = selectors.artifact_keys_stored(
@@ -353,12 +359,7 @@ def artifact_detail(request: HttpRequest, artifact_id: str) -> HttpResponse:
     if artifact is None:
         raise Http404("Artifact not found")
     chars = int(getattr(artifact, "content_chars", 0) or 0)
-    pages = max(1, -(-chars // ARTIFACT_PAGE_CHARS))
-    try:
-        number = int(request.GET.get("page", "1"))
-    except ValueError:
-        number = 1
-    number = min(max(1, number), pages)
+    number, pages = _page(request, "page", chars, ARTIFACT_PAGE_CHARS)
     start = (number - 1) * ARTIFACT_PAGE_CHARS
     content = selectors.artifact_content(artifact=artifact, start=start, length=ARTIFACT_PAGE_CHARS)
     return render(

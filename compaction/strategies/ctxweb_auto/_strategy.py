@@ -15,7 +15,6 @@ from compaction.strategies.ctxweb_auto._summaries import (
     summarize,
 )
 from compaction.summarizers import Summarizer
-from compaction.tokens import REQUEST_OVERHEAD
 from compaction.turns import is_user_turn_start
 
 __all__ = ["STEPS", "CtxwebAuto"]
@@ -113,7 +112,7 @@ class CtxwebAuto(Strategy):
 
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
         target = _target(draft, params)
-        total = _total(draft)
+        total = draft.total_tokens()
         allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
         latest = _latest_start(draft.messages)
         reach = latest
@@ -194,13 +193,3 @@ def _recent_start(messages: list[Message], turn_start: int, keep: int) -> int:
     if len(calls) <= keep:
         return calls[0] if calls else len(messages)
     return calls[-keep]
-
-
-def _total(draft: Draft) -> int:
-    counter = draft.counter
-    total = int(getattr(counter, "REQUEST_OVERHEAD", REQUEST_OVERHEAD))
-    if draft.system:
-        total += counter.count_system(draft.system)
-    if draft.context.tools:
-        total += counter.count_tools(draft.context.tools)
-    return total + sum(draft.tokens(m) for m in draft.messages)
