@@ -29,8 +29,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -40,17 +38,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs" / "benchmarks.md"
+sys.path.insert(0, str(ROOT))
+
+from record import DOCS, machine, write_section  # noqa: E402
+
+from tests.conftest import find_transcripts  # noqa: E402
+
 BENCH_DB = "ctxweb_bench"
 LATE = 100
 #: Statements the database runs that are no query of a turn's (SQLite sends BEGIN as one).
 TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "COMMIT")
 SECTION = "## Ingest"
-INTRO = """# Benchmarks
-
-Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
-section when it is re-run. Numbers are from one run on the machine named in each section.
-"""
 
 
 # --- the parent: runs each backend in a subprocess and writes the report ------------------------
@@ -78,7 +76,7 @@ def main() -> None:
     report = render(results, args)
     print(report)
     if not args.no_write:
-        write_section(report)
+        write_section(SECTION, report)
         print(f"written to {DOCS.relative_to(ROOT)}", file=sys.stderr)
 
 
@@ -310,16 +308,6 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def find_transcripts() -> Path | None:
-    if os.environ.get("CTXWEB_TRANSCRIPTS"):
-        return Path(os.environ["CTXWEB_TRANSCRIPTS"])
-    for parent in ROOT.parents:
-        candidate = parent / "shared" / "data" / "transcripts"
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
 def bench_transcripts() -> dict[str, Any]:
     from compaction.messages import message_to_dict
     from compaction.tokens import get_tokenizer
@@ -419,35 +407,16 @@ def storage(connection: Any, *, project_name: str | None) -> dict[str, Any]:
 # --- the report ------------------------------------------------------------------------------
 
 
-def machine() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        cpu = found.group(1).strip() if found else cpu
-    except OSError:
-        pass
+def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     import django
     import tiktoken
 
-    return {
-        "cpu": cpu,
-        "cores": str(os.cpu_count()),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "django": django.__version__,
-        "tiktoken": tiktoken.__version__,
-    }
-
-
-def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
-    info = machine()
-    versions = ", ".join(r["database"] for r in results.values())
+    versions = [f"Django {django.__version__}", f"tiktoken {tiktoken.__version__}"]
+    versions += [r["database"] for r in results.values()]
     lines = [
         SECTION,
         "",
-        f"Run {datetime.date.today().isoformat()} with `bench/ingest.py` on {info['cpu']}, "
-        f"{info['cores']} cores, Python {info['python']}, Django {info['django']}, tiktoken "
-        f"{info['tiktoken']}, {versions} ({info['platform']}).",
+        f"Run {datetime.date.today().isoformat()} with `bench/ingest.py` on {machine(*versions)}.",
         "",
         f"**Session**: `coding_session({args.turns}, seed={args.seed}, "
         f"target_tokens={args.target_tokens})`, openai-chat. Time per turn = "
@@ -514,18 +483,6 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                 f"{t['storage']['bytes_per_content_byte']:.2f} (both projects) |"
             )
     return "\n".join(lines) + "\n"
-
-
-def write_section(section: str) -> None:
-    """Replace ``## Ingest`` in docs/benchmarks.md (up to the next ``## ``), or add it."""
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    text = DOCS.read_text() if DOCS.exists() else INTRO
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text.rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

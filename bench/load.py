@@ -34,7 +34,6 @@ import http.client
 import itertools
 import json
 import os
-import platform
 import random
 import re
 import signal
@@ -50,14 +49,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DOCS = ROOT / "docs" / "benchmarks.md"
+
+from record import DOCS, machine, write_section  # noqa: E402
+
 SECTION = "## Load"
 LOAD_DB = "ctxweb_load"
-INTRO = """# Benchmarks
-
-Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
-section when it is re-run. Numbers are from one run on the machine named in each section.
-"""
 
 
 def admin_url() -> str:
@@ -370,24 +366,11 @@ def run_phase(
 # --- the report ----------------------------------------------------------------------------------
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
-
-
-def versions() -> str:
+def versions() -> list[str]:
     import daphne
     import django
 
-    python = platform.python_version()
-    return f"Python {python}, Django {django.get_version()}, daphne {daphne.__version__}"
+    return [f"Django {django.get_version()}", f"daphne {daphne.__version__}"]
 
 
 def ms(values: dict[str, float]) -> str:
@@ -405,8 +388,8 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
     lines = [
         SECTION,
         "",
-        f"Run {today} with `bench/load.py` on {machine()}, {versions()}, PostgreSQL {pg}"
-        f" ({platform.platform()}). Everything on one machine: {args.servers} daphne processes,"
+        f"Run {today} with `bench/load.py` on {machine(*versions(), f'PostgreSQL {pg}')}."
+        f" Everything on one machine: {args.servers} daphne processes,"
         f" PostgreSQL, Redis and the client threads share its cores.",
         "",
         f"**Setup**: {args.servers} × `daphne ctxweb.asgi:application` on loopback ports (no proxy:"
@@ -459,17 +442,6 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    """Replace this script's section of docs/benchmarks.md, keeping every other section."""
-    current = DOCS.read_text() if DOCS.exists() else INTRO
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(current):
-        updated = pattern.sub(lambda _: text + "\n", current, count=1)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text + "\n"
-    DOCS.write_text(updated.rstrip("\n") + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=3)
@@ -517,7 +489,7 @@ def main() -> None:
     text = report(args, results, pg)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
         progress(f"wrote {DOCS.relative_to(ROOT)} ({SECTION})")
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -32,17 +30,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs" / "benchmarks.md"
+
+from record import DOCS, machine, write_section  # noqa: E402
+
 SECTION = "## Pages"
 TARGET_MS = 200
 #: DESIGN.md section 8's bar for a strategy preview (the plan alone, measured by
 #: bench/strategies.py); the preview page rows are read against it, page and all.
 PREVIEW_TARGET_MS = 250
-INTRO = """# Benchmarks
-
-Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
-section when it is re-run. Numbers are from one run on the machine named in each section.
-"""
 
 
 def setup(data_dir: str) -> None:
@@ -163,21 +158,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        cpu = found.group(1).strip() if found else cpu
-    except OSError:
-        pass
+def _machine() -> str:
     import sqlite3
 
     import django
 
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, Django"
-        f" {django.__version__}, SQLite {sqlite3.sqlite_version} ({platform.platform()})"
-    )
+    return machine(f"Django {django.__version__}", f"SQLite {sqlite3.sqlite_version}")
 
 
 def render(results: dict[str, Any], args: argparse.Namespace) -> str:
@@ -185,7 +171,7 @@ def render(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         SECTION,
         "",
-        f"Run {datetime.date.today().isoformat()} with `bench/pages.py` on {machine()}.",
+        f"Run {datetime.date.today().isoformat()} with `bench/pages.py` on {_machine()}.",
         "",
         f"**Session**: `coding_session({big['turns']}, seed=1, target_tokens=150000)` ingested"
         f" with `services.turn_ingest` (last turn: {big['messages']:,} messages,"
@@ -218,19 +204,6 @@ def render(results: dict[str, Any], args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(section: str) -> None:
-    """Replace ``## Pages`` in docs/benchmarks.md (up to the next ``## ``), or add it; read right
-    before writing so the other scripts' sections stay as they are."""
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    text = DOCS.read_text() if DOCS.exists() else INTRO
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text.rstrip("\n") + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1_000)
@@ -244,7 +217,7 @@ def main() -> None:
     section = render(results, args)
     print(section)
     if not args.no_write:
-        write_section(section)
+        write_section(SECTION, section)
         print(f"written to {DOCS.relative_to(ROOT)}: {SECTION}", file=sys.stderr)
 
 

@@ -32,7 +32,6 @@ import cProfile
 import datetime
 import math
 import os
-import platform
 import pstats
 import re
 import statistics
@@ -45,6 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from record import DOCS, machine, write_section  # noqa: E402
 
 from compaction.messages import parse  # noqa: E402
 from compaction.messages.model import Context, Message, TextPart  # noqa: E402
@@ -55,15 +55,10 @@ from compaction.tokens import REQUEST_OVERHEAD, TokenCounter, get_tokenizer  # n
 from compaction.tokens.estimators import baseagent_message_tokens  # noqa: E402
 from compaction.transcripts import parse_transcript  # noqa: E402
 from compaction.turns import is_user_turn_start  # noqa: E402
+from tests.conftest import find_transcripts  # noqa: E402
 
-DOCS = ROOT / "docs" / "benchmarks.md"
 FACTS_SECTION = "## Strategies: facts kept at the same budget"
 PREVIEW_SECTION = "## Strategies: preview time on a 200K-token context"
-INTRO = """# Benchmarks
-
-Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
-section when it is re-run. Numbers are from one run on the machine named in each section.
-"""
 COMPARED = (
     "ctxweb-auto",
     "ctxweb-auto verbatim",
@@ -92,16 +87,6 @@ def new_counter() -> Counter:
 
 
 # --- the transcripts --------------------------------------------------------------------------
-
-
-def find_transcripts() -> Path | None:
-    if os.environ.get("CTXWEB_TRANSCRIPTS"):
-        return Path(os.environ["CTXWEB_TRANSCRIPTS"])
-    for parent in ROOT.parents:
-        candidate = parent / "shared" / "data" / "transcripts"
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 @dataclass
@@ -463,19 +448,10 @@ def bench_preview(runs: int, profile: str | None) -> dict[str, Any]:
 # --- the report -------------------------------------------------------------------------------
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        cpu = found.group(1).strip() if found else cpu
-    except OSError:
-        pass
+def _machine() -> str:
     import tiktoken
 
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()},"
-        f" tiktoken {tiktoken.__version__} ({platform.platform()})"
-    )
+    return machine(f"tiktoken {tiktoken.__version__}")
 
 
 def _pct(kept: int, removed: int) -> str:
@@ -488,7 +464,7 @@ def render_facts(result: dict[str, Any], when: str) -> str:
     lines = [
         FACTS_SECTION,
         "",
-        f"Run {when} with `bench/strategies.py` on {machine()}.",
+        f"Run {when} with `bench/strategies.py` on {_machine()}.",
         "",
         f"**Contexts**: the largest turn of every real transcript session ({len(rows)} sessions of"
         f" {MIN_TOKENS:,} tokens or more, cl100k). **Target**: the context's fixed part (system"
@@ -602,7 +578,7 @@ def render_preview(result: dict[str, Any], when: str) -> str:
     lines = [
         PREVIEW_SECTION,
         "",
-        f"Run {when} with `bench/strategies.py` on {machine()}.",
+        f"Run {when} with `bench/strategies.py` on {_machine()}.",
         "",
         f"**Context**: the last turn of `coding_session(400, seed=1, target_tokens=200000)`,"
         f" {result['tokens']:,} tokens (cl100k), {result['messages']} messages. Time ="
@@ -623,19 +599,6 @@ def render_preview(result: dict[str, Any], when: str) -> str:
             warm = f"**{warm}**"
         lines.append(f"| {row['id']} | {cold} | {warm} | {row['after']:,} | {row['edits']:,} |")
     return "\n".join(lines) + "\n"
-
-
-def write_section(heading: str, section: str) -> None:
-    """Replace the section under ``heading`` in docs/benchmarks.md (up to the next ``## ``), or
-    add it; read right before writing, so other scripts' sections stay as they are."""
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    text = DOCS.read_text() if DOCS.exists() else INTRO
-    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text.rstrip("\n") + "\n")
 
 
 def main() -> None:

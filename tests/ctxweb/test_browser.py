@@ -25,12 +25,12 @@ from ctxweb.accounts.models import Project
 from ctxweb.accounts.services import project_create
 from ctxweb.contexts.models import Artifact, Turn
 from ctxweb.contexts.services import turn_ingest
+from tests.ctxweb.chromium import chromium
 
 # Django's live_server runs in a thread; sync Playwright keeps an event loop in this one, which
 # Django would otherwise take for an async context and refuse ORM calls.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 TRAJECTORY = "swe-agent/pydicom-1458.traj"
 PASSWORD = "pw-operator-123"
@@ -41,28 +41,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        reason = f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

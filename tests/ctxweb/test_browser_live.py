@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from ctxweb.contexts.demo import coding_session
+from tests.ctxweb.chromium import chromium, require_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 USERNAME = "operator"
 PASSWORD = "pw-operator-123"
@@ -116,11 +116,7 @@ def _wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    if not CHROMIUM.exists():  # checked first: no server is started for a skipped test
-        reason = f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_chromium()  # checked first: no server is started for a skipped test
     data_dir = tmp_path_factory.mktemp("ctxweb-live")
     env = _environment(data_dir)
     _manage(env, "migrate", "--noinput")
@@ -203,23 +199,8 @@ def post_turn(server: Server, body: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def browser(server: Server) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

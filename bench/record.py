@@ -1,0 +1,47 @@
+"""Where the benchmarks are recorded: the machine they ran on, and each script's own section of
+``docs/benchmarks.md`` (the other sections are kept)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "benchmarks.md"
+INTRO = """# Benchmarks
+
+Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
+section when it is re-run. Numbers are from one run on the machine named in each section.
+"""
+
+
+def cpu() -> str:
+    """The processor's model name (from ``/proc/cpuinfo`` where there is one)."""
+    name = platform.processor() or platform.machine()
+    try:
+        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return name
+    return found.group(1).strip() if found else name
+
+
+def machine(*versions: str) -> str:
+    """The machine and software a run used: ``"<cpu>, <n> cores, Python <v>, <versions...>
+    (<platform>)"``."""
+    parts = [cpu(), f"{os.cpu_count()} cores", f"Python {platform.python_version()}", *versions]
+    return f"{', '.join(parts)} ({platform.platform()})"
+
+
+def write_section(heading: str, section: str) -> None:
+    """Replace the section under ``heading`` in docs/benchmarks.md (up to the next ``## ``), or
+    add it; read right before writing, so other scripts' sections stay as they are."""
+    DOCS.parent.mkdir(parents=True, exist_ok=True)
+    text = DOCS.read_text() if DOCS.exists() else INTRO
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section.rstrip("\n") + "\n\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOCS.write_text(text.rstrip("\n") + "\n")
