@@ -61,12 +61,14 @@ def digest(
         if is_summary(turn[0]) or not orphans(turn).ok:
             continue
         originals = _originals(draft, lo, hi)
+        removed = sum(map(draft.tokens, turn))
+        # Judged with a stand-in id first: the turn's full text is built only for a digest
+        # that is kept.
+        if draft.text_tokens(digest_text(originals, "0" * 64)) >= removed * DIGEST_GAIN:
+            continue
         full = _full_text("turn", originals, draft, f"user turn of {len(originals)} messages")
         message = Message("user", (TextPart(digest_text(originals, full.id)),))
-        removed = sum(map(draft.tokens, turn))
         added = draft.tokens(message)
-        if added >= removed * DIGEST_GAIN:
-            continue
         draft.artifacts.setdefault(full.id, full)
         draft.drop(range(lo, hi), "summarize-range", "digested by ctxweb-auto")
         draft.insert(lo, message, "ctxweb turn digest")
