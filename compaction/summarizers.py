@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -274,17 +275,22 @@ def messages_text(messages: Sequence[Message]) -> str:
 # --- the deterministic summarizer -------------------------------------------------------------
 
 _SENTENCE_CHAR = r"(?:[^.!?\n]|[.!?](?![\s]|$))"
+#: A sentence's end: ``.``, ``!`` or ``?`` before whitespace or the end of the line.
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
 class _Sentences:
     """The sentences around a keyword: what ``<sentence chars>* \\b(?:keywords)\\b
     <sentence chars>* [.!?]?`` (case-insensitive, :attr:`pattern`) matches.
 
-    :meth:`found` gives the texts ``pattern.finditer`` matches over the whole text, in order, but
-    only searches the lines where a keyword occurs: no match spans a newline (neither a sentence
-    character nor a keyword is one, and ``\\b`` and ``(?!\\s|$)`` see a line's edge as they see
-    its newline), and a line without a keyword would cost the pattern quadratic backtracking over
-    each of its sentences for nothing.
+    :meth:`found` gives the texts ``pattern.finditer`` matches over the whole text, in order,
+    without running the pattern, whose backtracking is quadratic on a long line with one keyword
+    near its start (``"must. " + "a " * 500_000`` took minutes). No match spans a newline (neither
+    a sentence character nor a keyword is one, and ``\\b`` and ``(?!\\s|$)`` see a line's edge as
+    they see its newline), and a sentence character is anything but a newline or a sentence
+    end. So a match runs from where the search stands, or from the start of the sentence that
+    holds the next keyword, to that sentence's end, its end mark included: found in one pass
+    over each line that holds a keyword.
     """
 
     def __init__(self, keywords: str) -> None:
@@ -298,9 +304,15 @@ class _Sentences:
         if self.keywords.search(text) is None:
             return
         for line in text.split("\n"):
-            if self.keywords.search(line) is not None:
-                for match in self.pattern.finditer(line):
-                    yield match.group(0)
+            position = 0
+            ends: list[int] | None = None
+            while (keyword := self.keywords.search(line, position)) is not None:
+                if ends is None:
+                    ends = [m.start() for m in _SENTENCE_END.finditer(line)]
+                after = bisect.bisect_left(ends, keyword.start())
+                start = max(position, ends[after - 1] + 1 if after else 0)
+                position = ends[after] + 1 if after < len(ends) else len(line)
+                yield line[start:position]
 
 
 _CONSTRAINT = _Sentences(

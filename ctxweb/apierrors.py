@@ -10,6 +10,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from compaction.errors import FormatError, StrategyError
 from compaction.summarizers import SummarizerError
+from ctxweb.contexts.budgets import Busy, OverBudget
 
 
 class ApiError(exceptions.APIException):
@@ -61,6 +62,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return error_response("invalid", str(exc), 400, exc.fields())
     if isinstance(exc, SummarizerError):  # the configured LLM failed: not the caller's fault
         return error_response("summarizer_failed", f"The summarizer failed: {exc}", 502)
+    if isinstance(exc, Busy):
+        busy = error_response(
+            "busy",
+            f"Every preview slot of this server stayed busy ({exc}): try again shortly.",
+            503,
+        )
+        busy["Retry-After"] = "5"
+        return busy
+    if isinstance(exc, OverBudget):
+        return error_response(
+            "too_slow",
+            f"The preview {exc} and was stopped. Preview an earlier turn (`turn`), or apply"
+            " the strategy as an operation: operations run in the background without this limit.",
+            422,
+        )
     if isinstance(exc, ApiError):
         return error_response(exc.code, str(exc.detail), exc.status_code, exc.fields)
     response = drf_exception_handler(exc, context)

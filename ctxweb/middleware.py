@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 
 
 class BodySizeLimitMiddleware:
@@ -133,3 +135,33 @@ class ApiNotFoundMiddleware:
         ):
             return _error(404, "not_found", f"No API route matches {request.path!r}.", {})
         return response
+
+
+class PageRateLimitMiddleware:
+    """The API's rate limits on the pages too, per logged-in user: every page counts against
+    ``CTXWEB_RATE_LIMIT``, and the preview page and its Apply form, which plan over a whole
+    context, against ``CTXWEB_RATE_LIMIT_COSTLY`` as the API's previews do (one budget per user
+    for both). Over a limit: ``429`` with ``Retry-After`` and a page saying when to come back.
+    The API throttles itself (DRF); the admin and static files are not counted."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view: Callable[..., HttpResponse], args: Any, kwargs: Any
+    ) -> HttpResponse | None:
+        from ctxweb.throttling import page_throttles  # DRF's settings load after ours
+
+        if request.path.startswith(("/api/", "/admin/", settings.STATIC_URL or "/static/")):
+            return None
+        for throttle in page_throttles():
+            if not throttle.allow_request(request, None):  # type: ignore[arg-type]
+                wait = throttle.wait()
+                seconds = max(1, int(wait + 0.999)) if wait is not None else 60
+                response = render(request, "429.html", {"retry_after": seconds}, status=429)
+                response["Retry-After"] = str(seconds)
+                return response
+        return None

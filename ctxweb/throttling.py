@@ -30,6 +30,9 @@ COSTLY_ROUTES = frozenset(
         "api-operations",
         "api-operation-undo",
         "api-import",
+        # Pages: the preview page plans on every load; its Apply form queues an operation.
+        "session-preview",
+        "session-operation-apply",
     }
 )
 
@@ -90,3 +93,9 @@ class CostlyRateThrottle(ApiRateThrottle):
     def applies(self, request: Request, view: APIView) -> bool:
         match: Any = getattr(request, "resolver_match", None)
         return match is not None and match.url_name in COSTLY_ROUTES
+
+
+def page_throttles() -> list[ApiRateThrottle]:
+    """The limits a page request counts against: the same budgets, and the same counters, as
+    the API's (:class:`ApiRateThrottle`, :class:`CostlyRateThrottle`)."""
+    return [ApiRateThrottle(), CostlyRateThrottle()]

@@ -38,13 +38,15 @@ def iter_jsonl(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
 
     Raises :class:`FormatError` ``line N: not JSON`` or ``line N: not a JSON object``.
     """
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant)
     for number, line in enumerate(decode_text(data).splitlines(), start=1):
         if not line.strip():
             continue
         try:
             record = decoder.decode(line)
-        except ValueError:
+        except FormatError as exc:
+            raise FormatError(f"line {number}", exc.reason) from None
+        except (ValueError, RecursionError):
             raise FormatError(f"line {number}", "not JSON") from None
         if not isinstance(record, dict):
             raise FormatError(f"line {number}", "not a JSON object")
@@ -54,11 +56,18 @@ def iter_jsonl(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
 def decode_json(data: bytes | str) -> Any:
     """One JSON document; :class:`FormatError` names the line and column of a syntax error."""
     try:
-        return json.loads(decode_text(data))
+        return json.loads(decode_text(data), parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         raise FormatError(
             f"line {exc.lineno}", f"not JSON ({exc.msg}, column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise FormatError("document", "JSON nested too deeply") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    """``NaN`` and the infinities are not JSON: no database or client takes them back."""
+    raise FormatError("document", f"{name} is not a JSON number")
 
 
 def as_dict(value: Any, path: str) -> dict[str, Any]:

@@ -172,7 +172,7 @@ def _from_events(raw: str) -> dict[str, Any] | None:
             continue
         try:
             event = json.loads(line[5:])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(event, dict):
             continue
@@ -204,7 +204,7 @@ def _from_events(raw: str) -> dict[str, Any] | None:
         if index in blocks:
             try:
                 blocks[index]["input"] = json.loads(text) if text.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):
                 blocks[index]["input"] = {}
     message["content"] = [blocks[i] for i in sorted(blocks)]
     return message

@@ -105,7 +105,7 @@ def detect_format(name: str, data: bytes | str) -> str:
     for line in lines[:5]:
         try:
             value = decoder.decode(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             break
         if isinstance(value, dict):
             first_records.append(value)
@@ -116,7 +116,7 @@ def detect_format(name: str, data: bytes | str) -> str:
     if stripped[0] in "[{":
         try:
             found = _document_format(json.loads(stripped))
-        except ValueError:
+        except (ValueError, RecursionError):
             found = None
         if found is not None:
             return found

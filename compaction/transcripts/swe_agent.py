@@ -42,7 +42,7 @@ def _literal(value: Any, path: str) -> Any:
     except (ValueError, SyntaxError):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise FormatError(path, "not a list literal") from None
 
 
@@ -147,7 +147,7 @@ def _model(document: Mapping[str, Any]) -> str | None:
     if isinstance(config, str):
         try:
             config = json.loads(config)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     agent = config.get("agent") if isinstance(config, dict) else None
     model = agent.get("model") if isinstance(agent, dict) else None

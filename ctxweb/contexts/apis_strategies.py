@@ -133,7 +133,7 @@ class PreviewApi(APIView):
         context = parse(body["format"], body["request"])
         model = context.extra.get("model")
         encoding, _ = encoding_for(model if isinstance(model, str) else None)
-        plan = planning.plan_for_context(
+        plan = planning.preview_plan(
             context=context,
             strategy=body["strategy"],
             params=body.get("params"),
@@ -156,7 +156,7 @@ class SessionPreviewApi(APIView):
             context = planning.session_preview_context(session=session, turn=turn)
         except planning.PreviewUnavailable as error:
             raise ApiError(str(error), fields=error.fields()) from None
-        plan = planning.plan_for_context(
+        plan = planning.preview_plan(
             context=context,
             strategy=body["strategy"],
             params={

@@ -25,7 +25,7 @@ from compaction.messages import (
 from compaction.regions import USED_REGIONS, RegionTotals
 from compaction.strategies import Edit, Plan, get_strategy, list_strategies
 from compaction.summarizers import Summarizer
-from ctxweb.contexts import selectors
+from ctxweb.contexts import budgets, selectors
 from ctxweb.contexts.counting import counter_for
 from ctxweb.contexts.llm import summarizer_from_settings
 from ctxweb.contexts.models import Session
@@ -105,6 +105,29 @@ def plan_for_context(
         resolved,
         counter=counter_for(encoding),
         summarizer=summarizer if summarizer is not None else default_summarizer(),
+    )
+
+
+def preview_plan(
+    *,
+    context: Context,
+    strategy: str,
+    params: Mapping[str, Any] | None,
+    encoding: str,
+) -> Plan:
+    """:func:`plan_for_context` for a preview: on a thread of its own, a few at a time, stopped
+    after ``CTXWEB_PREVIEW_SECONDS`` (:mod:`ctxweb.contexts.budgets`), so one costly preview never
+    holds up the requests beside it.
+
+    Raises what :func:`plan_for_context` raises, :class:`~ctxweb.contexts.budgets.OverBudget`
+    when the plan ran out of time and :class:`~ctxweb.contexts.budgets.Busy` when every preview
+    slot stayed taken.
+    """
+    return budgets.run_within_budget(
+        lambda: plan_for_context(
+            context=context, strategy=strategy, params=params, encoding=encoding
+        ),
+        name="preview",
     )
 
 

@@ -18,7 +18,7 @@ from compaction.messages import Context
 from compaction.regions import USED_REGIONS, RegionTotals
 from compaction.strategies import Plan
 from ctxweb.accounts.access import Access, access_for_request
-from ctxweb.contexts import planning, selectors
+from ctxweb.contexts import budgets, planning, selectors
 from ctxweb.contexts.models import Operation, Session
 
 DEFAULT_STRATEGY = "ctxweb-auto"
@@ -254,6 +254,7 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
 
     context = None
     plan = None
+    status = 200
     if not errors:
         try:
             context = planning.session_preview_context(session=session, turn=turn)
@@ -261,11 +262,21 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
             errors[problem.path] = problem.reason
     if context is not None and not errors:
         try:
-            plan = planning.plan_for_context(
+            plan = planning.preview_plan(
                 context=context,
                 strategy=strategy_id,
                 params=form.params,
                 encoding=session.encoding,
+            )
+        except budgets.Busy as problem:
+            errors["preview"] = (
+                f"Every preview slot of this server stayed busy ({problem}): reload shortly."
+            )
+            status = 503
+        except budgets.OverBudget as problem:
+            errors["preview"] = (
+                f"The preview {problem} and was stopped. Preview an earlier turn, or apply the"
+                " strategy: operations run in the background without this limit."
             )
         except StrategyError as problem:
             errors[problem.path] = problem.reason
@@ -292,7 +303,10 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
         page["apply_params"] = json.dumps(
             {k: list(v) if isinstance(v, tuple) else v for k, v in plan.params.items()}
         )
-    return render(request, "contexts/preview.html", page)
+    response = render(request, "contexts/preview.html", page, status=status)
+    if status == 503:
+        response["Retry-After"] = "5"
+    return response
 
 
 def _page(request: HttpRequest, name: str, count: int, per_page: int) -> tuple[int, int]:

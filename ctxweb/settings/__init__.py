@@ -34,6 +34,12 @@ def envint(name: str, default: int) -> int:
     return int(value) if value not in (None, "") else default
 
 
+def envfloat(name: str, default: float) -> float:
+    """Read a number from the environment."""
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
 def envlist(name: str, default: str) -> list[str]:
     """Read a comma-separated list from the environment."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
@@ -86,6 +92,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "ctxweb.middleware.PageRateLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -237,6 +244,12 @@ SPECTACULAR_SETTINGS = {
 # operations, imports) again. "N/s", "N/min", "N/hour" or "N/day"; empty turns a limit off.
 CTXWEB_RATE_LIMIT = os.environ.get("CTXWEB_RATE_LIMIT", "1200/min")
 CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
+
+# Previews plan over a whole context inside the web process: at most CTXWEB_PREVIEW_WORKERS at
+# once per process, each stopped after CTXWEB_PREVIEW_SECONDS (the API answers 422, or 503 when
+# every slot stayed busy); applying a strategy runs on a worker with no such limit.
+CTXWEB_PREVIEW_WORKERS = envint("CTXWEB_PREVIEW_WORKERS", 2)
+CTXWEB_PREVIEW_SECONDS = envfloat("CTXWEB_PREVIEW_SECONDS", 20.0)
 
 # PostgreSQL: 0 lets an ingest's commit return before the disk flush (SET LOCAL
 # synchronous_commit TO OFF): faster ingest, but a database crash can lose the last fraction of a

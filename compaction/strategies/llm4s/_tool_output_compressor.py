@@ -50,8 +50,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def _parse_json(content: str) -> Any:
-    """ujson's ``read``: strict JSON (no NaN or Infinity); raises :class:`ValueError`."""
-    return json.loads(content, parse_constant=_reject_constant)
+    """ujson's ``read``: strict JSON (no NaN or Infinity); raises :class:`ValueError`, also for
+    nesting too deep to decode."""
+    try:
+        return json.loads(content, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def _json_fields(value: Any) -> int:

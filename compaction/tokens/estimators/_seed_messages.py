@@ -69,5 +69,5 @@ def _json_value(arguments: str) -> Any:
     """The arguments' JSON value, or the raw string when they are not valid JSON."""
     try:
         return json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments

@@ -7,9 +7,12 @@ import hashlib
 import json
 import math
 import pkgutil
+import re
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import compaction.strategies.llm4s
 from compaction.errors import StrategyError
@@ -18,6 +21,7 @@ from compaction.strategies import get_strategy, list_strategies
 from compaction.strategies.llm4s import (
     DIGEST_PROMPT,
     HISTORY_SUMMARY,
+    _history_compressor,
     block_digest,
     compress_to_digest,
     compress_tool_output,
@@ -636,3 +640,28 @@ def test_anthropic_tool_results_are_tool_messages():
         ctx(u("q"), atc("c1"), result, fmt="anthropic-messages"), {}, counter=CEIL4
     )
     assert plan.context.messages[2].tool_results[0].text.startswith("[EXTERNALIZED: content_")
+
+
+# --- the digest's sentence patterns, in linear time ---------------------------------------------
+
+#: LLM4S's own patterns, as ``re`` would run them (quadratic on keywords with no full stop).
+_LLM4S_SENTENCES = {
+    "_CONSTRAINTS": r"(?:must|should|cannot|required?|forbidden|allowed)[^.!?]*[.!?]",
+    "_ERRORS": r"(?:error|exception|failed?|denied)[^.!?]*[.!?]",
+    "_DECISIONS": r"(?:decided|chosen|selected|determined)[^.!?]*[.!?]",
+    "_TOOLS": r"(?:tool|function|api|call)(?:ed|ing)?[^.!?]*[.!?]",
+    "_OUTCOMES": r"(?:result|outcome|conclusion|success|completed?)[^.!?]*[.!?]",
+}
+_DIGEST_WORDS = (
+    "must Should CANNOT require required error fail failed faile denied decided tool tooled"
+    " calling api function result complete completed x mustt erro é"
+)
+_DIGEST_PIECES = st.sampled_from([*_DIGEST_WORDS.split(), " ", "\n", ".", "!", "?", "a.b", "..."])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_DIGEST_PIECES, max_size=40).map("".join))
+def test_digest_sentences_match_what_llm4s_patterns_match(text: str) -> None:
+    for name, pattern in _LLM4S_SENTENCES.items():
+        expected = [m.group(0) for m in re.finditer(pattern, text, re.IGNORECASE | re.ASCII)]
+        assert list(getattr(_history_compressor, name).finditer(text)) == expected, name
