@@ -9,3 +9,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 app = Celery("ctxweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Tasks are an interface of their own (ctxweb/tasks.py), not an app's module.
+app.autodiscover_tasks(["ctxweb"])

@@ -153,7 +153,7 @@ class PageRateLimitMiddleware:
     def process_view(
         self, request: HttpRequest, view: Callable[..., HttpResponse], args: Any, kwargs: Any
     ) -> HttpResponse | None:
-        from ctxweb.throttling import page_throttles  # DRF's settings load after ours
+        from ctxweb.api.throttling import page_throttles  # DRF's settings load after ours
 
         if request.path.startswith(("/api/", "/admin/", settings.STATIC_URL or "/static/")):
             return None

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "channels",
     "ctxweb.accounts",
     "ctxweb.contexts",
+    "ctxweb.front",
 ]
 
 MIDDLEWARE = [
@@ -203,20 +204,20 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "ctxweb.accounts.authentication.ApiKeyAuthentication",
+        "ctxweb.api.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "ctxweb.apierrors.exception_handler",
+    "EXCEPTION_HANDLER": "ctxweb.api.errors.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
-        "ctxweb.parsers.JsonBodyParser",
+        "ctxweb.api.parsers.JsonBodyParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": [
-        "ctxweb.throttling.ApiRateThrottle",
-        "ctxweb.throttling.CostlyRateThrottle",
+        "ctxweb.api.throttling.ApiRateThrottle",
+        "ctxweb.api.throttling.CostlyRateThrottle",
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
@@ -232,11 +233,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "ctxweb.contexts.apis.document_errors",
+        "ctxweb.api.sessions.document_errors",
     ],
     "ENUM_NAME_OVERRIDES": {
         "MessageFormatEnum": "compaction.messages.FORMATS",
-        "ImportFormatEnum": "ctxweb.contexts.apis_import.FORMAT_CHOICES",
+        "ImportFormatEnum": "ctxweb.api.imports.FORMAT_CHOICES",
     },
 }
 

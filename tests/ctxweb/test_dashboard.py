@@ -21,10 +21,10 @@ from compaction.messages import parse
 from ctxweb.accounts.access import SESSION_PROJECT_KEY
 from ctxweb.accounts.models import Project, Role
 from ctxweb.accounts.services import membership_set, project_create
-from ctxweb.contexts.dashboard import sparkline, turn_diff
 from ctxweb.contexts.models import Artifact, Session
 from ctxweb.contexts.services import turn_ingest
-from ctxweb.contexts.templatetags.dashboard import pointers, pretty_json
+from ctxweb.front.charts import sparkline, turn_diff
+from ctxweb.front.templatetags.dashboard import pointers, pretty_json
 from tests.ctxweb.conftest import World
 
 pytestmark = pytest.mark.django_db

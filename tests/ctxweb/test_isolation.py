@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 
 from ctxweb.accounts.services import api_key_create, api_key_revoke
 from ctxweb.contexts.models import Artifact, Operation, Session, Turn
-from ctxweb.routing import websocket_urlpatterns
+from ctxweb.live.routing import websocket_urlpatterns
 from tests.ctxweb.conftest import World
 from tests.ctxweb.test_operations import body, history
 

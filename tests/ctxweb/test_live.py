@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from ctxweb.asgi import application
-from ctxweb.contexts.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from ctxweb.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from tests.ctxweb.conftest import World
 from tests.ctxweb.test_operations import body, history
 

@@ -282,7 +282,7 @@ def test_the_default_rates_are_set() -> None:
     expected = os.environ.get("CTXWEB_RATE_LIMIT", "1200/min")
     assert expected == django_settings.CTXWEB_RATE_LIMIT
     assert (
-        "ctxweb.throttling.ApiRateThrottle"
+        "ctxweb.api.throttling.ApiRateThrottle"
         in django_settings.REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]
     )
 

@@ -17,9 +17,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction.messages import FORMATS, parse
-from ctxweb.apierrors import ApiError
+from ctxweb.api.errors import ApiError
+from ctxweb.api.sessions import not_found, require_access, require_session
 from ctxweb.contexts import planning, selectors
-from ctxweb.contexts.apis import not_found, require_access, require_session
 from ctxweb.contexts.counting import encoding_for
 
 # --- shapes -----------------------------------------------------------------------------------

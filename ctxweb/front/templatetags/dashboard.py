@@ -16,7 +16,7 @@ from django.utils.timesince import timesince
 
 from ctxweb.accounts.access import SESSION_PROJECT_KEY
 from ctxweb.accounts.selectors import project_list_for_user
-from ctxweb.contexts.dashboard import fill_level as _fill_level
+from ctxweb.front.charts import fill_level as _fill_level
 
 register = template.Library()
 

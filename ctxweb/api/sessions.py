@@ -1,5 +1,5 @@
 """The REST API: one class per operation; each parses, authorizes, calls a service or selector
-and renders. Errors use the contract's shape (:mod:`ctxweb.apierrors`)."""
+and renders. Errors use the contract's shape (:mod:`ctxweb.api.errors`)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from rest_framework.views import APIView
 from compaction.messages import Context
 from compaction.turns import orphans
 from ctxweb.accounts.access import Access, access_for_request
-from ctxweb.apierrors import ApiError
-from ctxweb.contexts import selectors, services
-from ctxweb.contexts.models import Session
-from ctxweb.contexts.serializers import (
+from ctxweb.api.errors import ApiError
+from ctxweb.api.serializers import (
     SessionOutput,
     SessionPageOutput,
     TurnIngestInput,
     TurnIngestOutput,
     TurnSummaryOutput,
 )
+from ctxweb.contexts import selectors, services
+from ctxweb.contexts.models import Session
 
 #: The longest session id: the column's length.
 EXTERNAL_ID_MAX = 200
@@ -34,7 +34,7 @@ EXTERNAL_ID_MAX = 200
 class BearerKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Documents ``Authorization: Bearer <key>`` in the schema (and lets the docs page send it)."""
 
-    target_class = "ctxweb.accounts.authentication.ApiKeyAuthentication"
+    target_class = "ctxweb.api.authentication.ApiKeyAuthentication"
     name = "apiKey"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
@@ -341,7 +341,7 @@ class TurnsApi(TurnIngestApi, TurnListApi):
     """``sessions/{external_id}/turns``: POST ingests a turn, GET lists them for the chart."""
 
 
-#: The error shape every API error uses (``ctxweb.apierrors``), as an OpenAPI component.
+#: The error shape every API error uses (``ctxweb.api.errors``), as an OpenAPI component.
 ERROR_SCHEMA = {
     "type": "object",
     "properties": {

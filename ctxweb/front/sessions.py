@@ -18,8 +18,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from ctxweb.accounts.access import Access, access_for_request
-from ctxweb.contexts import dashboard, selectors
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Session
+from ctxweb.front import charts
 
 PAGE_SIZE = 25
 #: Text longer than this (characters or lines) is collapsed behind a <details>.
@@ -57,7 +58,7 @@ def _access(request: HttpRequest) -> Access:
 
 
 def _fill_filter(raw: str) -> tuple[float | None, float | None]:
-    band = dashboard.FILL_BANDS.get(raw)
+    band = charts.FILL_BANDS.get(raw)
     return (None, None) if band is None else (band[1], band[2])
 
 
@@ -70,10 +71,10 @@ def session_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     model = request.GET.get("model", "")
     fill = request.GET.get("fill", "")
-    if fill not in dashboard.FILL_BANDS:
+    if fill not in charts.FILL_BANDS:
         fill = ""
     sort = request.GET.get("sort", "recent")
-    if sort not in dashboard.SORTS:
+    if sort not in charts.SORTS:
         sort = "recent"
     min_fill, max_fill = _fill_filter(fill)
     sessions = selectors.session_list(
@@ -85,16 +86,16 @@ def session_list(request: HttpRequest) -> HttpResponse:
         sort=sort,
     )
     page = Paginator(sessions, PAGE_SIZE).get_page(request.GET.get("page"))
-    totals = dashboard.session_totals(session_ids=[s.pk for s in page.object_list])
+    totals = charts.session_totals(session_ids=[s.pk for s in page.object_list])
     rows = []
     for session in page.object_list:
-        b = dashboard.session_budget(session)
+        b = charts.session_budget(session)
         rows.append(
             {
                 "session": session,
                 "fill": session.last_fill,
-                "level": dashboard.fill_level(session.last_fill),
-                "spark": dashboard.sparkline(totals.get(session.pk, []), b.usable),
+                "level": charts.fill_level(session.last_fill),
+                "spark": charts.sparkline(totals.get(session.pk, []), b.usable),
                 "usable": b.usable,
             }
         )
@@ -128,15 +129,15 @@ def session_list(request: HttpRequest) -> HttpResponse:
         "model": model,
         "fill": fill,
         "sort": sort,
-        "models": dashboard.session_models(project=access.project),
-        "fill_bands": [(k, v[0]) for k, v in dashboard.FILL_BANDS.items()],
-        "sorts": list(dashboard.SORTS.items()),
+        "models": charts.session_models(project=access.project),
+        "fill_bands": [(k, v[0]) for k, v in charts.FILL_BANDS.items()],
+        "sorts": list(charts.SORTS.items()),
         "filtered": filtered,
         "project_has_sessions": project_has_sessions,
         "sort_links": sort_links,
         "page_prefix": query(page="") + ("&" if query(page="") != "?" else ""),
-        "fill_near": dashboard.FILL_NEAR,
-        "fill_over": dashboard.FILL_OVER,
+        "fill_near": charts.FILL_NEAR,
+        "fill_over": charts.FILL_OVER,
     }
     if not project_has_sessions:
         context.update(_first_turn_help(request, access))
@@ -175,13 +176,13 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
     session = _session(access, external_id)
     turns = list(selectors.turn_list(session=session))
     latest = turns[-1] if turns else None
-    b = dashboard.session_budget(session)
-    chart = dashboard.chart_data(session=session, turns=turns)
+    b = charts.session_budget(session)
+    chart = charts.chart_data(session=session, turns=turns)
     chart["turn_url"] = reverse("turn-jump", args=[session.external_id])
     rows: list[dict[str, Any]] = []
     if latest is not None:
         reserve = latest.max_output_tokens or session.output_reserve
-        rows = dashboard.breakdown(
+        rows = charts.breakdown(
             latest.regions,
             window=latest.context_window,
             reserve=reserve,
@@ -194,12 +195,12 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "access": access,
             "session": session,
             "budget": b,
-            "policy": dashboard.POLICY,
+            "policy": charts.POLICY,
             "latest": latest,
             "latest_fill": (latest.total_tokens / b.usable) if latest and b.usable else 0.0,
             "breakdown": rows,
             "chart": chart,
-            "events": dashboard.turn_events(turns),
+            "events": charts.turn_events(turns),
             "present": {name for t in turns for name, n in t.regions.items() if n},
         },
     )
@@ -314,7 +315,7 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
     turn.session = session
     order = "size" if request.GET.get("order") == "size" else "position"
     # A long agent turn holds thousands of messages: only one page of them is loaded and shown.
-    inspector = dashboard.turn_inspector(
+    inspector = charts.turn_inspector(
         turn=turn,
         order=order,
         page_number=request.GET.get("page"),
@@ -332,10 +333,8 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
         m["region_list"] = sorted(m["regions"].items(), key=lambda kv: -kv[1])
     removed = [{**r, "view": _message_view({**r, "regions": {}})} for r in diff["removed"]]
     artifact_ids = {p["artifact_id"] for m in messages for p in m["placeholders"]}
-    artifacts = dashboard.artifacts_by_id(
-        project=access.project, ids=[a for a in artifact_ids if a]
-    )
-    b = dashboard.session_budget(session, window=turn.context_window)
+    artifacts = charts.artifacts_by_id(project=access.project, ids=[a for a in artifact_ids if a])
+    b = charts.session_budget(session, window=turn.context_window)
     reserve = turn.max_output_tokens or session.output_reserve
     system = detail["system"]
     if system is not None:
@@ -380,7 +379,7 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
             "response_raw": response if response is not None and not response_views else None,
             "budget": b,
             "fill": turn.total_tokens / b.usable if b.usable else 0.0,
-            "breakdown": dashboard.breakdown(
+            "breakdown": charts.breakdown(
                 turn.regions, window=turn.context_window, reserve=reserve, total=turn.total_tokens
             ),
             "previous": index - 1 if index > 0 else None,

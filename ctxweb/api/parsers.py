@@ -19,7 +19,7 @@ from typing import Any
 
 from rest_framework.parsers import JSONParser
 
-from ctxweb.apierrors import ApiError
+from ctxweb.api.errors import ApiError
 
 #: Objects and arrays nested deeper than this are refused. Real requests nest a few levels (a
 #: tool's JSON schema perhaps twenty); the format parsers allow 256 inside ``request``.

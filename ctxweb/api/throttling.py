@@ -4,7 +4,7 @@ Two budgets, both read from settings at request time (``CTXWEB_RATE_LIMIT`` and
 ``CTXWEB_RATE_LIMIT_COSTLY``, such as ``"1200/min"``): every request counts against the first;
 previews, operations and imports, which plan over a whole context, also count against the
 second, lower one. Over a budget the API answers ``429`` with ``Retry-After`` and the contract's
-error shape (:mod:`ctxweb.apierrors`). Counters live in Django's cache, shared by every process
+error shape (:mod:`ctxweb.api.errors`). Counters live in Django's cache, shared by every process
 when ``REDIS_URL`` is set.
 """
 

@@ -1,0 +1,54 @@
+"""REST routes under /api/v1/.
+
+Session ids may hold slashes (an import's ``prefix``, ``tau/task-0``), so they use the ``path``
+converter and the bare session route comes after every longer one.
+"""
+
+from django.urls import path
+
+from ctxweb.api import imports, operations, sessions, strategies
+
+urlpatterns = [
+    path(
+        "sessions/<path:external_id>/operations",
+        operations.OperationCreateApi.as_view(),
+        name="api-operations",
+    ),
+    path(
+        "sessions/<path:external_id>/context",
+        operations.ManagedContextApi.as_view(),
+        name="api-managed-context",
+    ),
+    path(
+        "operations/<int:operation_id>",
+        operations.OperationDetailApi.as_view(),
+        name="api-operation",
+    ),
+    path(
+        "operations/<int:operation_id>/undo",
+        operations.OperationUndoApi.as_view(),
+        name="api-operation-undo",
+    ),
+    path("health", sessions.HealthApi.as_view(), name="api-health"),
+    path("import", imports.ImportApi.as_view(), name="api-import"),
+    path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
+    path("sessions/<path:external_id>/turns", sessions.TurnsApi.as_view(), name="api-turns"),
+    path(
+        "sessions/<path:external_id>/turns/<int:index>",
+        sessions.TurnDetailApi.as_view(),
+        name="api-turn",
+    ),
+    path("strategies", strategies.StrategyListApi.as_view(), name="api-strategies"),
+    path("preview", strategies.PreviewApi.as_view(), name="api-preview"),
+    path(
+        "sessions/<path:external_id>/preview",
+        strategies.SessionPreviewApi.as_view(),
+        name="api-session-preview",
+    ),
+    path("sessions/<path:external_id>", operations.SessionApi.as_view(), name="api-session"),
+    path(
+        "artifacts/<str:artifact_id>",
+        strategies.ArtifactDownloadApi.as_view(),
+        name="api-artifact",
+    ),
+]

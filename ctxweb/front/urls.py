@@ -1,0 +1,29 @@
+"""Dashboard pages: the sessions list, a session's chart, a turn's inspector, a strategy preview
+and its Apply form, an artifact, the project switcher.
+
+Session ids may hold slashes (``import/...``), so every longer session route comes before the
+bare session page.
+"""
+
+from django.urls import path
+
+from ctxweb.front import operations, preview, projects, sessions
+
+urlpatterns = [
+    path("", sessions.session_list, name="home"),
+    path("accounts/project/", projects.project_switch, name="project-switch"),
+    path("sessions/<path:external_id>/preview/", preview.session_preview, name="session-preview"),
+    path(
+        "sessions/<path:external_id>/operations/",
+        operations.operation_apply,
+        name="session-operation-apply",
+    ),
+    path("artifacts/<str:artifact_id>/", preview.artifact_detail, name="artifact-detail"),
+    path(
+        "sessions/<path:external_id>/turns/<int:index>/",
+        sessions.turn_detail,
+        name="turn-detail",
+    ),
+    path("sessions/<path:external_id>/turns/", sessions.turn_jump, name="turn-jump"),
+    path("sessions/<path:external_id>/", sessions.session_detail, name="session-detail"),
+]

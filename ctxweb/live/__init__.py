@@ -1,0 +1,1 @@
+"""Live updates: the session WebSocket's consumer and its routes (Django Channels)."""
