@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction.transcripts import TRANSCRIPT_FORMATS
-from ctxweb.api.sessions import require_access, require_writer
+from ctxweb.api.access import require_access, require_writer
 from ctxweb.contexts.importing import transcript_import
 
 FORMAT_CHOICES = ("auto", *TRANSCRIPT_FORMATS)

@@ -16,14 +16,9 @@ from compaction.messages import Context, render
 from compaction.regions import part_placeholder
 from ctxweb.accounts.access import Access
 from ctxweb.accounts.models import ApiKey
+from ctxweb.api.access import not_found, require_access, require_session
 from ctxweb.api.errors import ApiError
-from ctxweb.api.sessions import (
-    SessionDetailApi,
-    not_found,
-    require_access,
-    require_session,
-    session_data,
-)
+from ctxweb.api.sessions import SessionDetailApi, session_data
 from ctxweb.contexts import operations, selectors
 from ctxweb.contexts.models import Operation
 

@@ -6,7 +6,7 @@ converter and the bare session route comes after every longer one.
 
 from django.urls import path
 
-from ctxweb.api import imports, operations, sessions, strategies
+from ctxweb.api import artifacts, health, imports, operations, sessions, strategies, turns
 
 urlpatterns = [
     path(
@@ -29,13 +29,13 @@ urlpatterns = [
         operations.OperationUndoApi.as_view(),
         name="api-operation-undo",
     ),
-    path("health", sessions.HealthApi.as_view(), name="api-health"),
+    path("health", health.HealthApi.as_view(), name="api-health"),
     path("import", imports.ImportApi.as_view(), name="api-import"),
     path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
-    path("sessions/<path:external_id>/turns", sessions.TurnsApi.as_view(), name="api-turns"),
+    path("sessions/<path:external_id>/turns", turns.TurnsApi.as_view(), name="api-turns"),
     path(
         "sessions/<path:external_id>/turns/<int:index>",
-        sessions.TurnDetailApi.as_view(),
+        turns.TurnDetailApi.as_view(),
         name="api-turn",
     ),
     path("strategies", strategies.StrategyListApi.as_view(), name="api-strategies"),
@@ -48,7 +48,7 @@ urlpatterns = [
     path("sessions/<path:external_id>", operations.SessionApi.as_view(), name="api-session"),
     path(
         "artifacts/<str:artifact_id>",
-        strategies.ArtifactDownloadApi.as_view(),
+        artifacts.ArtifactDownloadApi.as_view(),
         name="api-artifact",
     ),
 ]

@@ -10,38 +10,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from compaction.errors import StrategyError
 from compaction.messages import Context
 from compaction.regions import USED_REGIONS, RegionTotals
 from compaction.strategies import Plan
-from ctxweb.accounts.access import Access, access_for_request
+from ctxweb.accounts.access import Access
 from ctxweb.contexts import budgets, planning, selectors
 from ctxweb.contexts.models import Operation, Session
+from ctxweb.front.access import page_access, page_session
+from ctxweb.front.paging import page_number
 
 DEFAULT_STRATEGY = "ctxweb-auto"
 #: Edits shown on one page of a preview (a plan may hold thousands).
 EDITS_PER_PAGE = 100
-#: Characters of an artifact shown per page (about 100 KB of ASCII).
-ARTIFACT_PAGE_CHARS = 100_000
 TRUE = ("true", "on", "1", "yes")
 FALSE = ("false", "off", "0", "no")
-
-
-def _access(request: HttpRequest) -> Access:
-    access = access_for_request(request)
-    if access is None:  # a member of no project: nothing exists for them
-        raise Http404("Not found")
-    return access
-
-
-def _session(access: Access, external_id: str) -> Session:
-    session = selectors.session_get(project=access.project, external_id=external_id)
-    if session is None:
-        raise Http404("Session not found")
-    return session
 
 
 # --- the parameter form -----------------------------------------------------------------------
@@ -230,8 +216,8 @@ def _operation(access: Access, session: Session, raw: str | None) -> Operation |
 @login_required
 def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
     """Pick a strategy, tune it, see before and after; operators may apply it."""
-    access = _access(request)
-    session = _session(access, external_id)
+    access = page_access(request)
+    session = page_session(access, external_id)
     catalog = planning.strategy_catalog()
     by_id = {entry["id"]: entry for entry in catalog}
     errors: dict[str, str] = {}
@@ -309,24 +295,13 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
     return response
 
 
-def _page(request: HttpRequest, name: str, count: int, per_page: int) -> tuple[int, int]:
-    """The page asked for in ``request.GET[name]`` (the nearest one when out of range, the first
-    when not a number) and how many pages ``count`` items make, ``per_page`` a page."""
-    pages = max(1, -(-count // per_page))
-    try:
-        number = int(request.GET.get(name, "1"))
-    except ValueError:
-        number = 1
-    return min(max(1, number), pages), pages
-
-
 def _edits_page(
     request: HttpRequest, access: Access, context: Context, plan: Plan
 ) -> dict[str, Any]:
     """One page of the plan's edits (``edits_page``, :data:`EDITS_PER_PAGE` a page) with
     their excerpts, the count of every kind, and links to the other pages."""
     edits = plan.edits
-    number, pages = _page(request, "edits_page", len(edits), EDITS_PER_PAGE)
+    number, pages = page_number(request, "edits_page", len(edits), EDITS_PER_PAGE)
     start = (number - 1) * EDITS_PER_PAGE
     shown = edits[start : start + EDITS_PER_PAGE]
     stored = selectors.artifact_keys_stored(
@@ -360,34 +335,3 @@ def _edits_page(
             "next": link(number + 1) if number < pages else None,
         },
     }
-
-
-# --- artifacts ----------------------------------------------------------------------------------
-
-
-@login_required
-def artifact_detail(request: HttpRequest, artifact_id: str) -> HttpResponse:
-    """An artifact's metadata and its content, escaped, in pages of 100,000 characters."""
-    access = _access(request)
-    artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
-    if artifact is None:
-        raise Http404("Artifact not found")
-    chars = int(getattr(artifact, "content_chars", 0) or 0)
-    number, pages = _page(request, "page", chars, ARTIFACT_PAGE_CHARS)
-    start = (number - 1) * ARTIFACT_PAGE_CHARS
-    content = selectors.artifact_content(artifact=artifact, start=start, length=ARTIFACT_PAGE_CHARS)
-    return render(
-        request,
-        "contexts/artifact.html",
-        {
-            "artifact": artifact,
-            "content": content,
-            "chars": chars,
-            "page": number,
-            "pages": pages,
-            "first_char": start + 1 if chars else 0,
-            "last_char": start + len(content),
-            "previous_page": number - 1 if number > 1 else None,
-            "next_page": number + 1 if number < pages else None,
-        },
-    )

@@ -7,7 +7,7 @@ bare session page.
 
 from django.urls import path
 
-from ctxweb.front import operations, preview, projects, sessions
+from ctxweb.front import artifacts, operations, preview, projects, sessions, turns
 
 urlpatterns = [
     path("", sessions.session_list, name="home"),
@@ -18,12 +18,12 @@ urlpatterns = [
         operations.operation_apply,
         name="session-operation-apply",
     ),
-    path("artifacts/<str:artifact_id>/", preview.artifact_detail, name="artifact-detail"),
+    path("artifacts/<str:artifact_id>/", artifacts.artifact_detail, name="artifact-detail"),
     path(
         "sessions/<path:external_id>/turns/<int:index>/",
-        sessions.turn_detail,
+        turns.turn_detail,
         name="turn-detail",
     ),
-    path("sessions/<path:external_id>/turns/", sessions.turn_jump, name="turn-jump"),
+    path("sessions/<path:external_id>/turns/", turns.turn_jump, name="turn-jump"),
     path("sessions/<path:external_id>/", sessions.session_detail, name="session-detail"),
 ]

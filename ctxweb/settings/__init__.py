@@ -233,7 +233,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "ctxweb.api.sessions.document_errors",
+        "ctxweb.api.schema.document_errors",
     ],
     "ENUM_NAME_OVERRIDES": {
         "MessageFormatEnum": "compaction.messages.FORMATS",

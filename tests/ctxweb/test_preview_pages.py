@@ -11,7 +11,7 @@ from django.test import Client
 
 from compaction.strategies import STRATEGIES, make_artifact
 from ctxweb.contexts.models import Artifact, Operation, Session
-from ctxweb.front.preview import ARTIFACT_PAGE_CHARS
+from ctxweb.front.artifacts import ARTIFACT_PAGE_CHARS
 from tests.ctxweb.conftest import World
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,194 @@
+"""The REST API of turns: ingest one model call (the session is created on first use), list a
+session's turns for the chart, read one turn's messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compaction.messages import Context
+from compaction.turns import orphans
+from ctxweb.api.access import not_found, require_access, require_session, require_writer
+from ctxweb.api.errors import ApiError
+from ctxweb.api.serializers import (
+    TurnIngestInput,
+    TurnIngestOutput,
+    TurnSummaryOutput,
+)
+from ctxweb.contexts import selectors, services
+
+#: The longest session id: the column's length.
+EXTERNAL_ID_MAX = 200
+
+
+class TurnIngestApi(APIView):
+    """Ingest one model call; the session is created on first use."""
+
+    @extend_schema(
+        request=TurnIngestInput, responses={201: TurnIngestOutput, 200: TurnIngestOutput}
+    )
+    def post(self, request: Request, external_id: str) -> Response:
+        access = require_access(request)
+        require_writer(access)
+        if not isinstance(request.data, dict):
+            raise ApiError(
+                "The body must be a JSON object.", fields={"request": "expected an object"}
+            )
+        if len(external_id) > EXTERNAL_ID_MAX:
+            raise ApiError(
+                f"A session id has at most {EXTERNAL_ID_MAX} characters.",
+                fields={"external_id": f"at most {EXTERNAL_ID_MAX} characters"},
+            )
+        data = TurnIngestInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        context = services.turn_request_parse(
+            project=access.project,
+            external_id=external_id,
+            format=body["format"],
+            request=body["request"],
+        )
+        if not body.get("allow_orphans"):
+            refuse_orphans(context, body["request"])
+        try:
+            result = services.turn_ingest(
+                project=access.project,
+                external_id=external_id,
+                context=context,
+                model=body.get("model") or None,
+                response=body.get("response"),
+                usage=body.get("usage"),
+                turn_id=body.get("turn_id"),
+                body=request.data,
+                context_window=body.get("context_window"),
+            )
+        except services.TurnConflict:
+            raise ApiError(
+                "This turn_id was already used with a different body.",
+                code="conflict",
+                status_code=status.HTTP_409_CONFLICT,
+                fields={"turn_id": "reused with a different body"},
+            ) from None
+        turn = result.turn
+        return Response(
+            {
+                "session": external_id,
+                "index": turn.index,
+                "total_tokens": turn.total_tokens,
+                "regions": turn.regions,
+                "context_window": turn.context_window,
+                "usage_ratio": turn.total_tokens / turn.context_window,
+                "reported_input_tokens": turn.reported_input_tokens,
+                "events": turn.events,
+            },
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
+
+def refuse_orphans(context: Context, request: dict[str, Any]) -> None:
+    """Refuse a context with a tool result but no call before it, or a call with no result after
+    it: providers reject both, so such a context is a broken agent's. The error names the raw
+    field (``messages.3.tool_call_id``); ``"allow_orphans": true`` in the body accepts it.
+
+    A Responses request that continues a stored response (``previous_response_id``,
+    ``conversation``) answers calls the provider keeps: its results are not orphans.
+    """
+    found = orphans(context.messages)
+    if found.ok:
+        return
+    continues = context.format == "openai-responses" and any(
+        request.get(key) for key in ("previous_response_id", "conversation")
+    )
+    fields: dict[str, str] = {}
+    for ref in found.calls:
+        fields[_tool_id_path(context, request, ref.index, ref.id, call=True)] = (
+            f"tool call {ref.id!r} has no tool result after it"
+        )
+    if not continues:
+        for ref in found.results:
+            fields[_tool_id_path(context, request, ref.index, ref.id, call=False)] = (
+                f"tool result for {ref.id!r} has no tool call before it"
+            )
+    if not fields:
+        return
+    raise ApiError(
+        'The context has orphaned tool calls or results; send "allow_orphans": true to store it'
+        " as it is.",
+        code="orphaned_tool_messages",
+        fields=fields,
+    )
+
+
+def _tool_id_path(
+    context: Context, request: dict[str, Any], index: int, tool_id: str, *, call: bool
+) -> str:
+    """The raw path of the id of tool call or result ``tool_id`` in message ``index``."""
+    key = "input" if context.format == "openai-responses" else "messages"
+    items = request.get(key)
+    raw = items[index] if isinstance(items, list) and index < len(items) else None
+    where = f"{key}.{index}"
+    if not isinstance(raw, dict):
+        return where
+    if context.format == "openai-responses":
+        return f"{where}.call_id"
+    if context.format == "openai-chat":
+        if not call:
+            return f"{where}.tool_call_id"
+        calls = raw.get("tool_calls")
+        for j, item in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(item, dict) and item.get("id") == tool_id:
+                return f"{where}.tool_calls.{j}.id"
+        return f"{where}.tool_calls"
+    block_type, id_key = ("tool_use", "id") if call else ("tool_result", "tool_use_id")
+    blocks = raw.get("content")
+    for k, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if (
+            isinstance(block, dict)
+            and block.get("type") == block_type
+            and block.get(id_key) == tool_id
+        ):
+            return f"{where}.content.{k}.{id_key}"
+    return f"{where}.content"
+
+
+class TurnListApi(APIView):
+    """Per-turn regions for the chart."""
+
+    @extend_schema(responses={200: TurnSummaryOutput(many=True)})
+    def get(self, request: Request, external_id: str) -> Response:
+        session = require_session(require_access(request), external_id)
+        turns = [
+            {
+                "index": t.index,
+                "total_tokens": t.total_tokens,
+                "regions": t.regions,
+                "reported_input_tokens": t.reported_input_tokens,
+                "events": t.events,
+                "context_window": t.context_window,
+                "max_output_tokens": t.max_output_tokens,
+                "created_at": t.created_at,
+            }
+            for t in selectors.turn_list(session=session)
+        ]
+        return Response(turns)
+
+
+class TurnDetailApi(APIView):
+    """One turn's messages, each with role, region, tokens, placeholders and artifact ids."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, external_id: str, index: int) -> Response:
+        session = require_session(require_access(request), external_id)
+        turn = selectors.turn_get(session=session, index=index)
+        if turn is None:
+            raise not_found(f"Turn {index}")
+        return Response(selectors.turn_detail(turn=turn))
+
+
+class TurnsApi(TurnIngestApi, TurnListApi):
+    """``sessions/{external_id}/turns``: POST ingests a turn, GET lists them for the chart."""
