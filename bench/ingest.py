@@ -214,9 +214,9 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
     from compaction.tokens import get_tokenizer
     from ctxweb.accounts.models import Project
     from ctxweb.contexts import services
-    from ctxweb.contexts.counting import TOKEN_CACHE, counter_for
     from ctxweb.contexts.demo import coding_session
     from ctxweb.contexts.models import Session
+    from ctxweb.contexts.services.counting import TOKEN_CACHE, counter_for
 
     project = Project.objects.create(name="bench-session")
     bodies = coding_session(args.turns, seed=args.seed, target_tokens=args.target_tokens)
@@ -314,8 +314,8 @@ def bench_transcripts() -> dict[str, Any]:
     from compaction.transcripts import parse_transcript
     from ctxweb.accounts.models import Project
     from ctxweb.contexts import services
-    from ctxweb.contexts.counting import TOKEN_CACHE, counter_for
     from ctxweb.contexts.models import Session
+    from ctxweb.contexts.services.counting import TOKEN_CACHE, counter_for
 
     folder = find_transcripts()
     if folder is None:

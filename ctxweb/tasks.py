@@ -12,7 +12,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from ctxweb.contexts import operations
+from ctxweb.contexts.services import operations
 
 
 @shared_task(

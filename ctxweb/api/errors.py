@@ -10,7 +10,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from compaction.errors import FormatError, StrategyError
 from compaction.summarizers import SummarizerError
-from ctxweb.contexts.budgets import Busy, OverBudget
+from ctxweb.contexts.services.budgets import Busy, OverBudget
 
 
 class ApiError(exceptions.APIException):

@@ -1,5 +1,5 @@
 """``POST /api/v1/import``: a transcript file uploaded as multipart, imported into the caller's
-project (:func:`ctxweb.contexts.importing.transcript_import`)."""
+project (:func:`ctxweb.contexts.services.imports.transcript_import`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from compaction.transcripts import TRANSCRIPT_FORMATS
 from ctxweb.api.access import require_access, require_writer
-from ctxweb.contexts.importing import transcript_import
+from ctxweb.contexts.services.imports import transcript_import
 
 FORMAT_CHOICES = ("auto", *TRANSCRIPT_FORMATS)
 

@@ -19,8 +19,9 @@ from ctxweb.accounts.models import ApiKey
 from ctxweb.api.access import not_found, require_access, require_session
 from ctxweb.api.errors import ApiError
 from ctxweb.api.sessions import SessionDetailApi, session_data
-from ctxweb.contexts import operations, selectors
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation
+from ctxweb.contexts.services import operations, policy
 
 
 def require_operator(access: Access) -> None:
@@ -169,8 +170,8 @@ class ManagedContextApi(APIView):
     def get(self, request: Request, external_id: str) -> Response:
         session = require_session(require_access(request), external_id)
         try:
-            state = operations.managed_context(session=session)
-        except operations.NoContext:
+            state = selectors.managed_context(session=session)
+        except selectors.NoContext:
             raise not_found(f"A context of session {external_id!r} (no turns yet)") from None
         headers = {"ETag": state.etag, "Cache-Control": "private, no-cache"}
         given = request.headers.get("If-None-Match", "")
@@ -208,7 +209,5 @@ class SessionApi(SessionDetailApi):
         require_operator(access)
         data = SessionPolicyInput(data=request.data)
         data.is_valid(raise_exception=True)
-        session = operations.session_policy_set(
-            session=session, policy=data.validated_data["policy"]
-        )
+        session = policy.session_policy_set(session=session, policy=data.validated_data["policy"])
         return Response({**session_data(session), "policy": session.policy})

@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 from compaction.messages import FORMATS, parse
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
-from ctxweb.contexts import planning
-from ctxweb.contexts.counting import encoding_for
+from ctxweb.contexts.services import planning
+from ctxweb.contexts.services.counting import encoding_for
 
 # --- shapes -----------------------------------------------------------------------------------
 

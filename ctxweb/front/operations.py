@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 
 from compaction.errors import StrategyError
 from ctxweb.accounts.access import access_for_request
-from ctxweb.contexts import operations, selectors
+from ctxweb.contexts import selectors
+from ctxweb.contexts.services import operations
 
 
 @login_required

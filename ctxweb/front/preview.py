@@ -18,8 +18,9 @@ from compaction.messages import Context
 from compaction.regions import USED_REGIONS, RegionTotals
 from compaction.strategies import Plan
 from ctxweb.accounts.access import Access
-from ctxweb.contexts import budgets, planning, selectors
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation, Session
+from ctxweb.contexts.services import budgets, planning
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.paging import page_number
 

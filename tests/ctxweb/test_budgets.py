@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from ctxweb.contexts import budgets, planning
+from ctxweb.contexts.services import budgets, planning
 from tests.ctxweb.conftest import World
 
 pytestmark = pytest.mark.django_db

@@ -16,10 +16,10 @@ from django.core.management.base import OutputWrapper
 from compaction.messages import message_to_dict
 from compaction.transcripts import ImportedSession, parse_transcript
 from compaction.usage import normalize_usage
-from ctxweb.contexts import importing
-from ctxweb.contexts.importing import transcript_import
 from ctxweb.contexts.management.commands.import_transcript import ProgressBar
 from ctxweb.contexts.models import Session, Turn
+from ctxweb.contexts.services import imports as importing
+from ctxweb.contexts.services.imports import transcript_import
 from tests.ctxweb.conftest import World
 
 pytestmark = pytest.mark.django_db

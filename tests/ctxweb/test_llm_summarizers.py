@@ -18,7 +18,7 @@ from compaction.strategies import get_strategy
 from compaction.strategies.copaw import COMPACT_PROMPT
 from compaction.strategies.llm4s import DIGEST_PROMPT, HISTORY_SUMMARY
 from compaction.summarizers import FactSummarizer, SummarizerError
-from ctxweb.contexts.llm import (
+from ctxweb.contexts.services.llm import (
     AnthropicSummarizer,
     OpenAISummarizer,
     render_for_summary,

@@ -14,8 +14,9 @@ from django.test import Client
 from django.utils import timezone
 
 from compaction.messages import Message, parse
-from ctxweb.contexts import events, operations
+from ctxweb.contexts import events
 from ctxweb.contexts.models import Artifact, ManagedContext, Operation, Session, Turn
+from ctxweb.contexts.services import operations
 from tests.ctxweb.conftest import World
 
 pytestmark = pytest.mark.django_db

@@ -33,8 +33,8 @@ from django.db import connection
 from django.test import Client
 
 from ctxweb.asgi import application
-from ctxweb.contexts import operations
 from ctxweb.contexts.models import Operation
+from ctxweb.contexts.services import operations
 from tests.ctxweb.conftest import World
 from tests.ctxweb.test_operations import body, history
 
@@ -74,7 +74,7 @@ import os, sys, time
 import django
 django.setup()
 from compaction.summarizers import FactSummarizer
-from ctxweb.contexts.operations import _running
+from ctxweb.contexts.services.operations import _running
 
 class SlowLLM:
     def summarize(self, messages, *, previous, prompt):

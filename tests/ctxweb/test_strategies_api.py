@@ -12,8 +12,8 @@ from django.apps import apps
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction.strategies import STRATEGIES, list_strategies
-from ctxweb.contexts import planning
 from ctxweb.contexts.models import Artifact, Session, Turn
+from ctxweb.contexts.services import planning
 from tests.ctxweb.conftest import World
 
 pytestmark = pytest.mark.django_db

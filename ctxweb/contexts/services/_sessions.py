@@ -11,7 +11,6 @@ from django.db import IntegrityError, connection, transaction
 
 from compaction.windows import DEFAULT_CONTEXT_WINDOW, context_window_for_model
 from ctxweb.accounts.models import Project
-from ctxweb.contexts.counting import encoding_for
 from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services._sql import (
     _ASYNCHRONOUS_COMMIT,
@@ -20,6 +19,7 @@ from ctxweb.contexts.services._sql import (
     _locked_sql,
     _synchronous_commit,
 )
+from ctxweb.contexts.services.counting import encoding_for
 
 
 def session_get_or_create(
@@ -69,7 +69,7 @@ class _Previous:
     key: tuple[int, Any]
     total_tokens: int
     #: Whether an operation made a context from it: only then may the new turn continue from it
-    #: (operations.turn_operation_event), saving that function's queries.
+    #: (selectors.turn_operation_event), saving that function's queries.
     operated: bool
 
 

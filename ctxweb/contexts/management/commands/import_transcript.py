@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from compaction.errors import FormatError
 from compaction.transcripts import TRANSCRIPT_FORMATS
 from ctxweb.accounts.models import Project
-from ctxweb.contexts.importing import transcript_import
+from ctxweb.contexts.services.imports import transcript_import
 
 BAR_WIDTH = 30
 #: Without a terminal, a progress line at most this often (seconds), besides the first and last.

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ctxweb.contexts import operations
+from ctxweb.contexts.services import operations
 
 
 class Command(BaseCommand):

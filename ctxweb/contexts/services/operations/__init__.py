@@ -20,24 +20,18 @@ reaper (:func:`operation_reap_stale`) marks it failed, "worker lost".
 Undo makes a new version equal to the operation's base (its content, not a pointer), so versions
 only grow and a client's ``ETag`` never comes back meaning something else.
 
-The parts: the managed context (``_managed``), creating and scheduling (``_scheduling``),
-running, heartbeats and progress (``_running``), reaping stale ones (``_reaping``), undo
-(``_undo``), and what ingestion asks of operations, the automatic policy included
-(``_ingestion_hooks``). A test that patches what a run reads (``operation_summarizer``,
-``HEARTBEAT_SECONDS``) patches ``_running``, where it is read.
+The parts: storing a managed context version (``_managed``; reading one is
+:mod:`ctxweb.contexts.selectors.managed`), creating and scheduling (``_scheduling``), running,
+heartbeats and progress (``_running``), reaping stale ones (``_reaping``) and undo (``_undo``).
+The automatic policy that ingestion starts is :mod:`ctxweb.contexts.services.policy`. A test that
+patches what a run reads (``operation_summarizer``, ``HEARTBEAT_SECONDS``) patches ``_running``,
+where it is read.
 """
 
 from __future__ import annotations
 
-from ctxweb.contexts.operations._ingestion_hooks import (
-    operation_auto_after_turn,
-    session_policy_set,
-    session_policy_validate,
-    turn_operation_event,
-)
-from ctxweb.contexts.operations._managed import ManagedState, NoContext, managed_context
-from ctxweb.contexts.operations._reaping import QUEUED_STALE_SECONDS, operation_reap_stale
-from ctxweb.contexts.operations._running import (
+from ctxweb.contexts.services.operations._reaping import QUEUED_STALE_SECONDS, operation_reap_stale
+from ctxweb.contexts.services.operations._running import (
     ACTIVE,
     HEARTBEAT_SECONDS,
     MAX_ATTEMPTS,
@@ -47,13 +41,13 @@ from ctxweb.contexts.operations._running import (
     operation_run,
     operation_summarizer,
 )
-from ctxweb.contexts.operations._scheduling import (
+from ctxweb.contexts.services.operations._scheduling import (
     OPERATION_TASK,
     OperationConflict,
     operation_create,
     operation_schedule,
 )
-from ctxweb.contexts.operations._undo import UndoRefused, operation_undo
+from ctxweb.contexts.services.operations._undo import UndoRefused, operation_undo
 
 __all__ = [
     "ACTIVE",
@@ -63,12 +57,8 @@ __all__ = [
     "QUEUED_STALE_SECONDS",
     "STAGES",
     "STALE_SECONDS",
-    "ManagedState",
-    "NoContext",
     "OperationConflict",
     "UndoRefused",
-    "managed_context",
-    "operation_auto_after_turn",
     "operation_create",
     "operation_fail",
     "operation_reap_stale",
@@ -76,7 +66,4 @@ __all__ = [
     "operation_schedule",
     "operation_summarizer",
     "operation_undo",
-    "session_policy_set",
-    "session_policy_validate",
-    "turn_operation_event",
 ]

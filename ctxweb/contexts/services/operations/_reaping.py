@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ctxweb.contexts.models import Operation
-from ctxweb.contexts.operations._running import ACTIVE, STALE_SECONDS, _fail
+from ctxweb.contexts.services.operations._running import ACTIVE, STALE_SECONDS, _fail
 
 #: A queued operation never started after this long was lost on its way to a worker.
 QUEUED_STALE_SECONDS = 3600.0

@@ -1,12 +1,13 @@
-"""What ingestion asks of operations: whether a turn continues from an operation's version,
-and the session's automatic policy (validated, set, and started when a turn crosses the
-compaction trigger).
+"""A session's automatic policy: validated, set, and started when a turn crosses the compaction
+trigger (:func:`operation_auto_after_turn`, which listens to ingestion's
+:data:`~ctxweb.contexts.services.ingest.turn_stored`). The top of the services' stack: it builds on
+operations, which build on planning, ingest and storage.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
@@ -14,35 +15,10 @@ from django.db import transaction
 from compaction.regions import Policy, budget
 from compaction.strategies import get_strategy
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Operation, Session, Turn
-from ctxweb.contexts.operations._scheduling import operation_create
+from ctxweb.contexts.models import Session, Turn
+from ctxweb.contexts.services.operations import operation_create
 
 logger = logging.getLogger(__name__)
-
-
-def turn_operation_event(
-    *, session: Session, index: int, message_ids: Sequence[int], system_id: int | None
-) -> tuple[Operation | None, dict[str, Any] | None]:
-    """Whether turn ``index`` continues from the current managed context version: its messages
-    start with the version's and its system prompt is the version's. Returns the version's
-    operation and the chart's ``operation`` event, or ``(None, None)``."""
-    managed = selectors.managed_context_latest(session=session)
-    if managed is None or managed.operation_id is None or managed.turn_index != index - 1:
-        return None, None
-    ids = list(managed.message_ids)
-    if list(message_ids[: len(ids)]) != ids or managed.system_id != system_id:
-        return None, None
-    operation = Operation.objects.filter(pk=managed.operation_id).first()
-    if operation is None or operation.undone_at is not None:
-        return None, None
-    result = operation.result or {}
-    return operation, {
-        "type": "operation",
-        "strategy": operation.strategy,
-        "operation_id": operation.pk,
-        "tokens_before": result.get("tokens_before"),
-        "tokens_after": result.get("tokens_after"),
-    }
 
 
 def session_policy_validate(policy: Any) -> dict[str, Any]:
@@ -82,7 +58,9 @@ def session_policy_set(*, session: Session, policy: Mapping[str, Any]) -> Sessio
     return session
 
 
-def operation_auto_after_turn(*, session: Session, turn: Turn, previous_total: int | None) -> None:
+def operation_auto_after_turn(
+    *, session: Session, turn: Turn, previous_total: int | None, **_: Any
+) -> None:
     """Start the session's automatic operation when ``turn`` crosses the compaction trigger and
     nothing is queued or running. Never raises into ingestion: problems are logged."""
     auto = (session.policy or {}).get("auto") if isinstance(session.policy, dict) else None

@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from compaction.messages import Message as LibMessage
 from compaction.summarizers import FactSummarizer, Summarizer
-from ctxweb.contexts import events, planning, selectors
+from ctxweb.contexts import events, selectors
 from ctxweb.contexts.models import Artifact, Operation
-from ctxweb.contexts.operations._managed import _version_store, managed_context
+from ctxweb.contexts.services import planning
+from ctxweb.contexts.services.operations._managed import _version_store
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ def operation_run(
             beat.__enter__()
         try:
             _progress(operation, "loading context", 1)
-            state = managed_context(session=session)
+            state = selectors.managed_context(session=session)
             _progress(operation, "planning", 2)
             plan = planning.plan_for_context(
                 context=state.context,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from compaction.errors import FormatError
@@ -21,20 +22,28 @@ from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import KEYFRAME_EVERY, Turn
 from ctxweb.contexts.services._canonical import _body_digest, _check_text, _same_body, _typed_equal
-from ctxweb.contexts.services._messages import (
-    _message_rows,
-    _MessagePlan,
-    _messages_plan,
-    _messages_store,
-    _system_row,
-    _toolset_row,
-)
 from ctxweb.contexts.services._recent import _Recent, _recent_guess, _recent_put, _recent_valid
 from ctxweb.contexts.services._sessions import _session_for_turn
 from ctxweb.contexts.services._sql import _insert_rows_sql, _turn_insert
+from ctxweb.contexts.services.storage import (
+    _MessagePlan,
+    _messages_plan,
+    _messages_store,
+    message_rows,
+    system_row,
+    toolset_row,
+)
 
 #: A turn whose total drops by more than this share from the previous turn is a compaction event.
 COMPACTION_DROP = 0.30
+
+#: The one hook ingestion offers the layers above it: sent inside the turn's transaction, after
+#: the turn and its session are written, with ``session``, ``turn`` and ``previous_total`` (the
+#: previous turn's total, None for a first turn). The automatic policy
+#: (:func:`ctxweb.contexts.services.policy.operation_auto_after_turn`) listens to it, connected
+#: when the app loads (:mod:`ctxweb.contexts.apps`), so ingestion never imports what builds on it.
+#: A receiver that raises rolls the turn back: receivers handle their own failures.
+turn_stored = Signal()
 
 
 class TurnConflict(Exception):
@@ -134,7 +143,7 @@ def turn_ingest(
         if recent is not None and plan is not None:
             stored = _messages_store(plan, found.returned if then is not None else None)
         else:  # rows the guess inserted are found like any others
-            stored = _message_rows(
+            stored = message_rows(
                 project=project, messages=context.messages, encoding=encoding, recent=recent
             )
         body_hash = _body_digest(body, context, stored.hashes) if hashed else ""
@@ -142,11 +151,11 @@ def turn_ingest(
         if recent is not None and _typed_equal(system_parts, recent.system):
             system = recent.system_row
         else:
-            system = _system_row(project=project, context=context, encoding=encoding)
+            system = system_row(project=project, context=context, encoding=encoding)
         if recent is not None and _typed_equal(tools, recent.tools):
             toolset = recent.toolset
         else:
-            toolset = _toolset_row(project=project, context=context, encoding=encoding)
+            toolset = toolset_row(project=project, context=context, encoding=encoding)
         regions = sum_regions(
             [
                 {"system": REQUEST_OVERHEAD},
@@ -169,10 +178,8 @@ def turn_ingest(
             previous_ids = []
         shared, tail, keyframe = _delta(previous_ids, ids, index)
         turn_events = [dict(e) for e in events]
-        from ctxweb.contexts import operations  # builds on this module's helpers
-
         applied, applied_event = (
-            operations.turn_operation_event(
+            selectors.turn_operation_event(
                 session=session,
                 index=index,
                 message_ids=ids,
@@ -254,7 +261,8 @@ def turn_ingest(
             ),
         )
         transaction.on_commit(lambda: live_events.turn_created(turn))
-        operations.operation_auto_after_turn(
+        turn_stored.send(
+            sender=Turn,
             session=session,
             turn=turn,
             previous_total=previous.total_tokens if previous is not None else None,

@@ -13,7 +13,6 @@ from compaction.messages import Context, message_to_dict
 from compaction.messages import Message as LibMessage
 from compaction.regions import message_regions, sum_regions, system_regions
 from ctxweb.accounts.models import Project
-from ctxweb.contexts.counting import counter_for
 from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.models import ToolSet
 from ctxweb.contexts.services._canonical import (
@@ -25,6 +24,7 @@ from ctxweb.contexts.services._canonical import (
 )
 from ctxweb.contexts.services._recent import _Recent
 from ctxweb.contexts.services._sql import _insert_rows, _saved
+from ctxweb.contexts.services.counting import counter_for
 
 #: How many messages the previous turn lacks that are inserted before they are looked up.
 _OPTIMISTIC_MAX = 8
@@ -98,7 +98,7 @@ class _MessagePlan:
         return sorted(self.new.values(), key=lambda row: row.hash)
 
 
-def _message_rows(
+def message_rows(
     *,
     project: Project,
     messages: Sequence[LibMessage],
@@ -126,7 +126,7 @@ def _messages_plan(
     recent: _Recent | None,
     path: str = "messages",
 ) -> _MessagePlan:
-    """What :func:`_message_rows` does before it asks the database."""
+    """What :func:`message_rows` does before it asks the database."""
     start = 0
     prefix = _Messages([], [], [], [_zero_regions()])
     if recent is not None:
@@ -241,7 +241,7 @@ def _zero_regions() -> dict[str, int]:
     return sum_regions([])
 
 
-def _system_row(*, project: Project, context: Context, encoding: str) -> MessageRow | None:
+def system_row(*, project: Project, context: Context, encoding: str) -> MessageRow | None:
     if not context.system:
         return None
     parts = tuple(context.system)
@@ -272,7 +272,7 @@ def _system_row(*, project: Project, context: Context, encoding: str) -> Message
     return row
 
 
-def _toolset_row(*, project: Project, context: Context, encoding: str) -> ToolSet | None:
+def toolset_row(*, project: Project, context: Context, encoding: str) -> ToolSet | None:
     if not context.tools:
         return None
     data = [

@@ -13,10 +13,11 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from compaction.strategies import get_strategy
-from ctxweb.contexts import planning, selectors
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation, Session
-from ctxweb.contexts.operations._reaping import operation_reap_stale
-from ctxweb.contexts.operations._running import STAGES, operation_fail, operation_run
+from ctxweb.contexts.services import planning
+from ctxweb.contexts.services.operations._reaping import operation_reap_stale
+from ctxweb.contexts.services.operations._running import STAGES, operation_fail, operation_run
 
 logger = logging.getLogger(__name__)
 

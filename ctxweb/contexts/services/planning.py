@@ -25,10 +25,11 @@ from compaction.messages import (
 from compaction.regions import USED_REGIONS, RegionTotals
 from compaction.strategies import Edit, Plan, get_strategy, list_strategies
 from compaction.summarizers import Summarizer
-from ctxweb.contexts import budgets, selectors
-from ctxweb.contexts.counting import counter_for
-from ctxweb.contexts.llm import summarizer_from_settings
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Session
+from ctxweb.contexts.services import budgets
+from ctxweb.contexts.services.counting import counter_for
+from ctxweb.contexts.services.llm import summarizer_from_settings
 
 #: Characters of an edited message shown beside the edit on the preview page.
 EXCERPT_CHARS = 300
@@ -116,12 +117,11 @@ def preview_plan(
     encoding: str,
 ) -> Plan:
     """:func:`plan_for_context` for a preview: on a thread of its own, a few at a time, stopped
-    after ``CTXWEB_PREVIEW_SECONDS`` (:mod:`ctxweb.contexts.budgets`), so one costly preview never
-    holds up the requests beside it.
+    after ``CTXWEB_PREVIEW_SECONDS`` (:mod:`~ctxweb.contexts.services.budgets`), so one costly
+    preview never holds up the requests beside it.
 
-    Raises what :func:`plan_for_context` raises, :class:`~ctxweb.contexts.budgets.OverBudget`
-    when the plan ran out of time and :class:`~ctxweb.contexts.budgets.Busy` when every preview
-    slot stayed taken.
+    Raises what :func:`plan_for_context` raises, :class:`~.budgets.OverBudget` when the plan ran
+    out of time and :class:`~.budgets.Busy` when every preview slot stayed taken.
     """
     return budgets.run_within_budget(
         lambda: plan_for_context(
@@ -190,11 +190,9 @@ def session_preview_context(*, session: Session, turn: int | None) -> Context:
     """
     if turn is None:
         # The managed context: the latest turn with every operation applied since.
-        from ctxweb.contexts.operations import NoContext, managed_context
-
         try:
-            return managed_context(session=session).context
-        except NoContext:
+            return selectors.managed_context(session=session).context
+        except selectors.NoContext:
             raise PreviewUnavailable("turn", "the session has no turns yet") from None
     row = selectors.turn_get(session=session, index=turn)
     if row is None:

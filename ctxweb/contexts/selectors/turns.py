@@ -1,4 +1,5 @@
-"""Reads for sessions, turns, messages, artifacts and operations; every query lives here."""
+"""Reads of turns and their messages: a turn's ids, its context rebuilt from stored rows, the
+inspector's detail, the chart's list."""
 
 from __future__ import annotations
 
@@ -10,60 +11,16 @@ from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
-from django.db.models.functions import Length, Substr
 
 from compaction.messages import Context, ToolDefinition, message_from_dict
 from compaction.regions import placeholder_of
-from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
     KEYFRAME_EVERY,
-    ManagedContext,
-    Operation,
     Session,
     ToolSet,
     Turn,
 )
-from ctxweb.contexts.models import Artifact as ArtifactRow
 from ctxweb.contexts.models import Message as MessageRow
-
-SESSION_SORTS = {
-    "recent": "-last_activity_at",
-    "-recent": "last_activity_at",
-    "fill": "last_fill",
-    "-fill": "-last_fill",
-    "turns": "turn_count",
-    "-turns": "-turn_count",
-    "name": "external_id",
-    "-name": "-external_id",
-}
-
-
-def session_list(
-    *,
-    project: Project,
-    search: str = "",
-    model: str = "",
-    min_fill: float | None = None,
-    max_fill: float | None = None,
-    sort: str = "recent",
-) -> QuerySet[Session]:
-    """The project's sessions, filtered and sorted (``recent``, ``fill``, ``turns``, ``name``;
-    a leading ``-`` reverses)."""
-    sessions = Session.objects.filter(project=project)
-    if search:
-        sessions = sessions.filter(external_id__icontains=search)
-    if model:
-        sessions = sessions.filter(model=model)
-    if min_fill is not None:
-        sessions = sessions.filter(last_fill__gte=min_fill)
-    if max_fill is not None:
-        sessions = sessions.filter(last_fill__lte=max_fill)
-    return sessions.order_by(SESSION_SORTS.get(sort, "-last_activity_at"), "-id")
-
-
-def session_get(*, project: Project, external_id: str) -> Session | None:
-    """The project's session ``external_id``, or None (never another project's)."""
-    return Session.objects.filter(project=project, external_id=external_id).first()
 
 
 def turn_previous(*, session: Session, index: int) -> Turn | None:
@@ -277,118 +234,3 @@ def turn_latest(*, session: Session) -> Turn | None:
         .select_related("system", "toolset", "session")
         .first()
     )
-
-
-def artifact_get(*, project: Project, artifact_id: str) -> ArtifactRow | None:
-    """The project's artifact by its content key (sha256 hex) or its row id, without loading its
-    content; ``content_chars`` is annotated. Never another project's."""
-    artifacts = ArtifactRow.objects.filter(project=project)
-    if artifact_id.isdigit() and len(artifact_id) < 19:
-        artifacts = artifacts.filter(pk=int(artifact_id))
-    else:
-        artifacts = artifacts.filter(key=artifact_id)
-    return (
-        artifacts.defer("content")
-        .select_related("session")
-        .annotate(content_chars=Length("content"))
-        .first()
-    )
-
-
-def artifact_content(*, artifact: ArtifactRow, start: int = 0, length: int | None = None) -> str:
-    """``length`` characters of the artifact's content from ``start`` (all of it from ``start``
-    when ``length`` is None), sliced by the database."""
-    if length is None:
-        return ArtifactRow.objects.values_list("content", flat=True).get(pk=artifact.pk)[start:]
-    piece = (
-        ArtifactRow.objects.filter(pk=artifact.pk)
-        .annotate(piece=Substr("content", start + 1, length))
-        .values_list("piece", flat=True)
-        .get()
-    )
-    return piece or ""
-
-
-def artifact_keys_stored(*, project: Project, keys: list[str]) -> set[str]:
-    """Which of ``keys`` the project already stores as artifacts."""
-    if not keys:
-        return set()
-    return set(
-        ArtifactRow.objects.filter(project=project, key__in=keys).values_list("key", flat=True)
-    )
-
-
-# --- operations and managed contexts ----------------------------------------------------------
-
-
-def operation_get(*, project: Project, operation_id: int) -> Operation | None:
-    """The project's operation ``operation_id``, or None (never another project's)."""
-    return (
-        Operation.objects.filter(pk=operation_id, session__project=project)
-        .select_related("session")
-        .first()
-    )
-
-
-def operation_active(*, session: Session) -> Operation | None:
-    """The session's queued or running operation, if any."""
-    return (
-        Operation.objects.filter(
-            session=session, status__in=[Operation.Status.QUEUED, Operation.Status.RUNNING]
-        )
-        .order_by("created_at")
-        .first()
-    )
-
-
-def operation_list(*, session: Session, limit: int = 20) -> list[Operation]:
-    """The session's latest operations, newest first."""
-    return list(Operation.objects.filter(session=session).order_by("-created_at")[:limit])
-
-
-def managed_context_latest(*, session: Session) -> ManagedContext | None:
-    """The session's latest managed context version, or None before the first operation."""
-    return (
-        ManagedContext.objects.filter(session=session)
-        .order_by("-version")
-        .select_related("system", "toolset")
-        .first()
-    )
-
-
-def managed_context_get(*, session: Session, version: int) -> ManagedContext | None:
-    return (
-        ManagedContext.objects.filter(session=session, version=version)
-        .select_related("system", "toolset")
-        .first()
-    )
-
-
-def managed_context_context(*, managed: ManagedContext, session: Session) -> Context:
-    """The context a managed context version holds, rebuilt from stored messages."""
-    ids = list(managed.message_ids)
-    rows = messages_by_id(ids=ids)
-    system: tuple[Any, ...] = ()
-    if managed.system is not None:
-        system = message_from_dict(managed.system.data).parts
-    return Context(
-        format=session.format,  # type: ignore[arg-type]
-        messages=tuple(message_from_dict(rows[i].data) for i in ids),
-        system=system,
-        tools=_tools(managed.toolset),
-        max_output_tokens=managed.max_output_tokens,
-        extra=managed.request_extra,
-    )
-
-
-def session_for_user(*, user: Any, external_id: str, project_id: int | None) -> Session | None:
-    """Session ``external_id`` of a project ``user`` is a member of (``project_id`` when given,
-    else the first by name holding such a session), or None."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return None
-    sessions = Session.objects.filter(
-        external_id=external_id, project__memberships__user=user
-    ).order_by("project__name")
-    if project_id is not None:
-        sessions = sessions.filter(project_id=project_id)
-    return sessions.first()

@@ -1,0 +1,64 @@
+"""Reads of sessions: a project's list (filtered, sorted), one by id, one a user may see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import (
+    Session,
+)
+
+SESSION_SORTS = {
+    "recent": "-last_activity_at",
+    "-recent": "last_activity_at",
+    "fill": "last_fill",
+    "-fill": "-last_fill",
+    "turns": "turn_count",
+    "-turns": "-turn_count",
+    "name": "external_id",
+    "-name": "-external_id",
+}
+
+
+def session_list(
+    *,
+    project: Project,
+    search: str = "",
+    model: str = "",
+    min_fill: float | None = None,
+    max_fill: float | None = None,
+    sort: str = "recent",
+) -> QuerySet[Session]:
+    """The project's sessions, filtered and sorted (``recent``, ``fill``, ``turns``, ``name``;
+    a leading ``-`` reverses)."""
+    sessions = Session.objects.filter(project=project)
+    if search:
+        sessions = sessions.filter(external_id__icontains=search)
+    if model:
+        sessions = sessions.filter(model=model)
+    if min_fill is not None:
+        sessions = sessions.filter(last_fill__gte=min_fill)
+    if max_fill is not None:
+        sessions = sessions.filter(last_fill__lte=max_fill)
+    return sessions.order_by(SESSION_SORTS.get(sort, "-last_activity_at"), "-id")
+
+
+def session_get(*, project: Project, external_id: str) -> Session | None:
+    """The project's session ``external_id``, or None (never another project's)."""
+    return Session.objects.filter(project=project, external_id=external_id).first()
+
+
+def session_for_user(*, user: Any, external_id: str, project_id: int | None) -> Session | None:
+    """Session ``external_id`` of a project ``user`` is a member of (``project_id`` when given,
+    else the first by name holding such a session), or None."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    sessions = Session.objects.filter(
+        external_id=external_id, project__memberships__user=user
+    ).order_by("project__name")
+    if project_id is not None:
+        sessions = sessions.filter(project_id=project_id)
+    return sessions.first()
