@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CompactionError", "FormatError", "StrategyError"]
+__all__ = ["CompactionError", "FormatError", "StrategyError", "SummarizerError"]
 
 
 class CompactionError(Exception):
@@ -39,3 +39,14 @@ class StrategyError(CompactionError):
     def fields(self) -> dict[str, str]:
         """The error as ``{path: reason}``."""
         return {self.path or "strategy": self.reason}
+
+
+class SummarizerError(CompactionError):
+    """A summarizer could not produce a summary (an LLM provider's HTTP error, a timeout, an
+    empty reply). Strategies report it as their seed reports a failed summary call.
+
+    Example:
+        >>> raise SummarizerError("openai: HTTP 500")
+        Traceback (most recent call last):
+        compaction.errors.SummarizerError: openai: HTTP 500
+    """

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
-from compaction.errors import CompactionError
+from compaction.errors import SummarizerError
 from compaction.messages.model import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -48,17 +48,6 @@ SECTIONS: tuple[str, ...] = (
     "## Next Steps",
     "## Critical Context",
 )
-
-
-class SummarizerError(CompactionError):
-    """A summarizer could not produce a summary (an LLM provider's HTTP error, a timeout, an
-    empty reply). Strategies report it as their seed reports a failed summary call.
-
-    Example:
-        >>> raise SummarizerError("openai: HTTP 500")
-        Traceback (most recent call last):
-        compaction.summarizers.SummarizerError: openai: HTTP 500
-    """
 
 
 @runtime_checkable

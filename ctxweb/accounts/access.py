@@ -68,3 +68,26 @@ def access_for_request(request: Any) -> Access | None:
     if access is None and project_id is not None and raw is None:
         access = access_for_user(request.user)  # the remembered project was left
     return access
+
+
+def actor_for_request(request: Any) -> Any:
+    """The API key behind a request, else its dashboard user."""
+    auth = getattr(request, "auth", None)
+    return auth if isinstance(auth, ApiKey) else request.user
+
+
+def caller_ident(request: Any) -> str | None:
+    """Who a request counts against for rate limits: its API key, else its logged-in user; None
+    if anonymous.
+
+    The key's hash and the user's join time ride along with the ids, so a row id that the
+    database hands out again (SQLite reuses a deleted last id) starts with a fresh budget.
+    """
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return f"key:{auth.pk}:{auth.key_hash[:16]}"
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and getattr(user, "pk", None) is not None:
+        joined = getattr(user, "date_joined", None)
+        return f"user:{user.pk}:{joined.timestamp() if joined else ''}"
+    return None

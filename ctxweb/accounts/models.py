@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
 from django.db import models
 
@@ -81,3 +83,8 @@ class ApiKey(models.Model):
     @property
     def can_operate(self) -> bool:
         return self.role == KeyRole.OPERATOR
+
+
+def hash_key(raw_key: str) -> str:
+    """The stored form of an API key."""
+    return hashlib.sha256(raw_key.encode()).hexdigest()

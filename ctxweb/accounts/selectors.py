@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
-from ctxweb.accounts.models import ApiKey, Membership, Project
-from ctxweb.accounts.services import hash_key
+from ctxweb.accounts.models import ApiKey, Membership, Project, hash_key
 
 
 def api_key_get_active(*, raw_key: str) -> ApiKey | None:
@@ -30,3 +29,13 @@ def membership_get(*, user: User | AnonymousUser, project: Project) -> Membershi
     if not user.is_authenticated:
         return None
     return Membership.objects.filter(user=user, project=project).first()
+
+
+def project_get_by_name(*, name: str) -> Project | None:
+    """The project named ``name``, or None."""
+    return Project.objects.filter(name=name).first()
+
+
+def project_any_exists() -> bool:
+    """Whether any project exists (an empty database has none)."""
+    return Project.objects.exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 
 from django.contrib.auth import get_user_model
@@ -10,14 +9,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from ctxweb.accounts.models import ApiKey, KeyRole, Membership, Project, Role
+from ctxweb.accounts.models import ApiKey, KeyRole, Membership, Project, Role, hash_key
 
 KEY_PREFIX = "ctx_"
-
-
-def hash_key(raw_key: str) -> str:
-    """The stored form of an API key."""
-    return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
 @transaction.atomic
@@ -27,6 +21,10 @@ def project_create(*, name: str, owner: User | None = None) -> Project:
     if owner is not None:
         Membership.objects.create(project=project, user=owner, role=Role.ADMIN)
     return project
+
+
+#: The roles an API key may have (``ingest`` posts and reads; ``operator`` may also apply).
+KEY_ROLES: tuple[str, ...] = tuple(KeyRole.values)
 
 
 def membership_set(*, project: Project, user: User, role: str) -> Membership:

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rest_framework import status
 from rest_framework.request import Request
 
 from ctxweb.accounts.access import Access, access_for_request
 from ctxweb.api.errors import ApiError
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Session
+
+if TYPE_CHECKING:
+    from ctxweb.contexts.models import Session
 
 
 def not_found(what: str) -> ApiError:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from ctxweb.accounts.models import ApiKey
 from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
+
+if TYPE_CHECKING:
+    from ctxweb.accounts.models import ApiKey
 
 
 class ApiKeyUser(AnonymousUser):

@@ -8,8 +8,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from compaction.errors import FormatError, StrategyError
-from compaction.summarizers import SummarizerError
+from compaction.errors import FormatError, StrategyError, SummarizerError
 from ctxweb.contexts.services.budgets import Busy, OverBudget
 
 

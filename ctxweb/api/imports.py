@@ -11,11 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction.transcripts import TRANSCRIPT_FORMATS
 from ctxweb.api.access import require_access, require_writer
+from ctxweb.contexts.services import imports
 from ctxweb.contexts.services.imports import transcript_import
 
-FORMAT_CHOICES = ("auto", *TRANSCRIPT_FORMATS)
+FORMAT_CHOICES = ("auto", *imports.TRANSCRIPT_FORMATS)
 
 
 @extend_schema_field(OpenApiTypes.BINARY)

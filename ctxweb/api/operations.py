@@ -4,7 +4,7 @@ set policies; viewers and ingest keys are told so (403), outsiders see nothing (
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -12,16 +12,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction.messages import Context, render
-from compaction.regions import part_placeholder
-from ctxweb.accounts.access import Access
-from ctxweb.accounts.models import ApiKey
+from ctxweb.accounts.access import Access, actor_for_request
 from ctxweb.api.access import not_found, require_access, require_session
 from ctxweb.api.errors import ApiError
 from ctxweb.api.sessions import SessionDetailApi, session_data
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Operation
 from ctxweb.contexts.services import operations, policy
+
+if TYPE_CHECKING:
+    from ctxweb.contexts.models import Operation
 
 
 def require_operator(access: Access) -> None:
@@ -36,7 +35,7 @@ def require_operator(access: Access) -> None:
 
 def actor_of(request: Request) -> Any:
     """The API key or the dashboard user behind a request."""
-    return request.auth if isinstance(request.auth, ApiKey) else request.user
+    return actor_for_request(request)
 
 
 def conflict(message: str, field: str = "session") -> ApiError:
@@ -139,29 +138,6 @@ class OperationUndoApi(APIView):
         return Response({"operation": operation_data(operation), "version": restored.version})
 
 
-def artifact_pointers(context: Context) -> list[dict[str, Any]]:
-    """The artifacts a context points at (``[EXTERNALIZED:<id>]`` and the like), in order."""
-    seen: dict[str, dict[str, Any]] = {}
-    parts = [*context.system, *(p for m in context.messages for p in m.parts)]
-    for part in parts:
-        placeholder = part_placeholder(part)
-        if (
-            placeholder is not None
-            and placeholder.artifact_id
-            and placeholder.artifact_id not in seen
-        ):
-            key = placeholder.artifact_id
-            if key.startswith("content_") and len(key) == 72:  # LLM4S: content_<sha256>
-                key = key.removeprefix("content_")
-            seen[placeholder.artifact_id] = {
-                "id": placeholder.artifact_id,
-                "key": key,
-                "kind": placeholder.kind,
-                "url": f"/api/v1/artifacts/{key}",
-            }
-    return list(seen.values())
-
-
 class ManagedContextApi(APIView):
     """The managed context, in the session's format, ready to send. ``ETag`` and
     ``If-None-Match`` let an agent poll it cheaply (304 when unchanged)."""
@@ -186,8 +162,8 @@ class ManagedContextApi(APIView):
                 "source": "operation" if state.current else "turn",
                 "operation_id": state.operation_id,
                 "total_tokens": state.total_tokens,
-                "request": render(state.context),
-                "artifacts": artifact_pointers(state.context),
+                "request": selectors.managed_context_request(state),
+                "artifacts": selectors.artifact_pointers(state.context),
             },
             headers=headers,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from compaction.messages import FORMATS
+from ctxweb.contexts.services import FORMATS
 
 
 class TurnIngestInput(serializers.Serializer):  # type: ignore[type-arg]

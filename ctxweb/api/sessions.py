@@ -3,7 +3,7 @@ in :mod:`ctxweb.api.operations`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -17,7 +17,9 @@ from ctxweb.api.serializers import (
     SessionPageOutput,
 )
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Session
+
+if TYPE_CHECKING:
+    from ctxweb.contexts.models import Session
 
 
 def session_data(session: Session) -> dict[str, Any]:

@@ -11,11 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction.messages import FORMATS, parse
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
+from ctxweb.contexts import services
 from ctxweb.contexts.services import planning
-from ctxweb.contexts.services.counting import encoding_for
 
 # --- shapes -----------------------------------------------------------------------------------
 
@@ -38,7 +37,7 @@ class StrategyOutput(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class PreviewInput(serializers.Serializer):  # type: ignore[type-arg]
-    format = serializers.ChoiceField(choices=FORMATS)
+    format = serializers.ChoiceField(choices=services.FORMATS)
     request = serializers.DictField()
     strategy = serializers.CharField(max_length=64)
     params = serializers.DictField(required=False, allow_null=True)
@@ -125,9 +124,9 @@ class PreviewApi(APIView):
         data = PreviewInput(data=_body(request))
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        context = parse(body["format"], body["request"])
-        model = context.extra.get("model")
-        encoding, _ = encoding_for(model if isinstance(model, str) else None)
+        context, encoding = planning.preview_request_context(
+            format=body["format"], request=body["request"]
+        )
         plan = planning.preview_plan(
             context=context,
             strategy=body["strategy"],

@@ -37,24 +37,6 @@ COSTLY_ROUTES = frozenset(
 )
 
 
-def caller_ident(request: Request) -> str | None:
-    """Who a request counts against: its API key, else its logged-in user; None if anonymous.
-
-    The key's hash and the user's join time ride along with the ids, so a row id that the
-    database hands out again (SQLite reuses a deleted last id) starts with a fresh budget.
-    """
-    from ctxweb.accounts.models import ApiKey  # models load after the settings that name us
-
-    auth = getattr(request, "auth", None)
-    if isinstance(auth, ApiKey):
-        return f"key:{auth.pk}:{auth.key_hash[:16]}"
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated and getattr(user, "pk", None) is not None:
-        joined = getattr(user, "date_joined", None)
-        return f"user:{user.pk}:{joined.timestamp() if joined else ''}"
-    return None
-
-
 class ApiRateThrottle(SimpleRateThrottle):
     """Every authenticated API request: ``CTXWEB_RATE_LIMIT`` per key or user."""
 
@@ -78,6 +60,8 @@ class ApiRateThrottle(SimpleRateThrottle):
             return True
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        from ctxweb.accounts.access import caller_ident  # models load after the settings
+
         ident = caller_ident(request)
         if ident is None or not self.applies(request, view):
             return None

@@ -3,7 +3,7 @@ session's turns for the chart, read one turn's messages."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -11,8 +11,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction.messages import Context
-from compaction.turns import orphans
 from ctxweb.api.access import not_found, require_access, require_session, require_writer
 from ctxweb.api.errors import ApiError
 from ctxweb.api.serializers import (
@@ -21,6 +19,9 @@ from ctxweb.api.serializers import (
     TurnSummaryOutput,
 )
 from ctxweb.contexts import selectors, services
+
+if TYPE_CHECKING:
+    from compaction.messages import Context
 
 #: The longest session id: the column's length.
 EXTERNAL_ID_MAX = 200
@@ -91,69 +92,16 @@ class TurnIngestApi(APIView):
 
 
 def refuse_orphans(context: Context, request: dict[str, Any]) -> None:
-    """Refuse a context with a tool result but no call before it, or a call with no result after
-    it: providers reject both, so such a context is a broken agent's. The error names the raw
-    field (``messages.3.tool_call_id``); ``"allow_orphans": true`` in the body accepts it.
-
-    A Responses request that continues a stored response (``previous_response_id``,
-    ``conversation``) answers calls the provider keeps: its results are not orphans.
-    """
-    found = orphans(context.messages)
-    if found.ok:
-        return
-    continues = context.format == "openai-responses" and any(
-        request.get(key) for key in ("previous_response_id", "conversation")
-    )
-    fields: dict[str, str] = {}
-    for ref in found.calls:
-        fields[_tool_id_path(context, request, ref.index, ref.id, call=True)] = (
-            f"tool call {ref.id!r} has no tool result after it"
+    """Refuse a context with orphaned tool calls or results (a 400 naming each raw field);
+    ``"allow_orphans": true`` in the body accepts it (:func:`services.turn_orphans`)."""
+    fields = services.turn_orphans(context=context, request=request)
+    if fields:
+        raise ApiError(
+            'The context has orphaned tool calls or results; send "allow_orphans": true to store'
+            " it as it is.",
+            code="orphaned_tool_messages",
+            fields=fields,
         )
-    if not continues:
-        for ref in found.results:
-            fields[_tool_id_path(context, request, ref.index, ref.id, call=False)] = (
-                f"tool result for {ref.id!r} has no tool call before it"
-            )
-    if not fields:
-        return
-    raise ApiError(
-        'The context has orphaned tool calls or results; send "allow_orphans": true to store it'
-        " as it is.",
-        code="orphaned_tool_messages",
-        fields=fields,
-    )
-
-
-def _tool_id_path(
-    context: Context, request: dict[str, Any], index: int, tool_id: str, *, call: bool
-) -> str:
-    """The raw path of the id of tool call or result ``tool_id`` in message ``index``."""
-    key = "input" if context.format == "openai-responses" else "messages"
-    items = request.get(key)
-    raw = items[index] if isinstance(items, list) and index < len(items) else None
-    where = f"{key}.{index}"
-    if not isinstance(raw, dict):
-        return where
-    if context.format == "openai-responses":
-        return f"{where}.call_id"
-    if context.format == "openai-chat":
-        if not call:
-            return f"{where}.tool_call_id"
-        calls = raw.get("tool_calls")
-        for j, item in enumerate(calls if isinstance(calls, list) else []):
-            if isinstance(item, dict) and item.get("id") == tool_id:
-                return f"{where}.tool_calls.{j}.id"
-        return f"{where}.tool_calls"
-    block_type, id_key = ("tool_use", "id") if call else ("tool_result", "tool_use_id")
-    blocks = raw.get("content")
-    for k, block in enumerate(blocks if isinstance(blocks, list) else []):
-        if (
-            isinstance(block, dict)
-            and block.get("type") == block_type
-            and block.get(id_key) == tool_id
-        ):
-            return f"{where}.content.{k}.{id_key}"
-    return f"{where}.content"
 
 
 class TurnListApi(APIView):

@@ -3,11 +3,15 @@ otherwise: another project's session does not exist for them)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.http import Http404, HttpRequest
 
 from ctxweb.accounts.access import Access, access_for_request
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Session
+
+if TYPE_CHECKING:
+    from ctxweb.contexts.models import Session
 
 
 def page_access(request: HttpRequest) -> Access:

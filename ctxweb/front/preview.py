@@ -7,22 +7,24 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from compaction.errors import StrategyError
-from compaction.messages import Context
-from compaction.regions import USED_REGIONS, RegionTotals
-from compaction.strategies import Plan
 from ctxweb.accounts.access import Access
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Operation, Session
 from ctxweb.contexts.services import budgets, planning
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.paging import page_number
+
+if TYPE_CHECKING:
+    from compaction.messages import Context
+    from compaction.regions import RegionTotals
+    from compaction.strategies import Plan
+    from ctxweb.contexts.models import Operation, Session
 
 DEFAULT_STRATEGY = "ctxweb-auto"
 #: Edits shown on one page of a preview (a plan may hold thousands).
@@ -153,7 +155,7 @@ def _form(spec: Mapping[str, Any], query: Mapping[str, str], start: dict[str, An
 
 def _bar(totals: RegionTotals, *, window: int, reserve: int, scale: int) -> list[dict[str, Any]]:
     """Stacked segments, bottom region first: each used region, then reserve and free."""
-    tokens = [(name, int(totals.regions.get(name, 0))) for name in USED_REGIONS]
+    tokens = [(name, int(totals.regions.get(name, 0))) for name in selectors.USED_REGIONS]
     if window:
         tokens.append(("reserve", reserve))
         tokens.append(("free", max(0, window - reserve - int(totals.total))))
@@ -176,7 +178,7 @@ def _comparison(plan: Plan, session: Session) -> dict[str, Any]:
             "after": plan.after.regions.get(name, 0),
             "saved": saved[name],
         }
-        for name in USED_REGIONS
+        for name in selectors.USED_REGIONS
         if plan.before.regions.get(name, 0) or plan.after.regions.get(name, 0)
     ]
     usable = max(0, window - reserve)

@@ -8,7 +8,7 @@ tooltips and keyboard shortcuts. Each runs a constant number of queries.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
@@ -19,9 +19,11 @@ from django.urls import reverse
 
 from ctxweb.accounts.access import Access, access_for_request
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Session
 from ctxweb.front import charts
 from ctxweb.front.access import page_access, page_session
+
+if TYPE_CHECKING:
+    pass
 
 PAGE_SIZE = 25
 #: A column header's first sort when clicked, and each sort's reverse.
@@ -70,10 +72,10 @@ def session_list(request: HttpRequest) -> HttpResponse:
         sort=sort,
     )
     page = Paginator(sessions, PAGE_SIZE).get_page(request.GET.get("page"))
-    totals = charts.session_totals(session_ids=[s.pk for s in page.object_list])
+    totals = selectors.session_totals(session_ids=[s.pk for s in page.object_list])
     rows = []
     for session in page.object_list:
-        b = charts.session_budget(session)
+        b = selectors.session_budget(session)
         rows.append(
             {
                 "session": session,
@@ -103,7 +105,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
             "aria": ("ascending" if ascending else "descending") if active else "none",
         }
     project_has_sessions = page.paginator.count > 0 or (
-        filtered and Session.objects.filter(project=access.project).exists()
+        filtered and selectors.session_any(project=access.project)
     )
     context = {
         "access": access,
@@ -113,7 +115,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
         "model": model,
         "fill": fill,
         "sort": sort,
-        "models": charts.session_models(project=access.project),
+        "models": selectors.session_models(project=access.project),
         "fill_bands": [(k, v[0]) for k, v in charts.FILL_BANDS.items()],
         "sorts": list(charts.SORTS.items()),
         "filtered": filtered,
@@ -160,7 +162,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
     session = page_session(access, external_id)
     turns = list(selectors.turn_list(session=session))
     latest = turns[-1] if turns else None
-    b = charts.session_budget(session)
+    b = selectors.session_budget(session)
     chart = charts.chart_data(session=session, turns=turns)
     chart["turn_url"] = reverse("turn-jump", args=[session.external_id])
     rows: list[dict[str, Any]] = []
@@ -179,7 +181,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "access": access,
             "session": session,
             "budget": b,
-            "policy": charts.POLICY,
+            "policy": selectors.POLICY,
             "latest": latest,
             "latest_fill": (latest.total_tokens / b.usable) if latest and b.usable else 0.0,
             "breakdown": rows,

@@ -127,7 +127,7 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
     turn.session = session
     order = "size" if request.GET.get("order") == "size" else "position"
     # A long agent turn holds thousands of messages: only one page of them is loaded and shown.
-    inspector = charts.turn_inspector(
+    inspector = selectors.turn_inspector(
         turn=turn,
         order=order,
         page_number=request.GET.get("page"),
@@ -145,8 +145,10 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
         m["region_list"] = sorted(m["regions"].items(), key=lambda kv: -kv[1])
     removed = [{**r, "view": _message_view({**r, "regions": {}})} for r in diff["removed"]]
     artifact_ids = {p["artifact_id"] for m in messages for p in m["placeholders"]}
-    artifacts = charts.artifacts_by_id(project=access.project, ids=[a for a in artifact_ids if a])
-    b = charts.session_budget(session, window=turn.context_window)
+    artifacts = selectors.artifacts_by_id(
+        project=access.project, ids=[a for a in artifact_ids if a]
+    )
+    b = selectors.session_budget(session, window=turn.context_window)
     reserve = turn.max_output_tokens or session.output_reserve
     system = detail["system"]
     if system is not None:

@@ -22,8 +22,9 @@ from ctxweb.accounts.access import SESSION_PROJECT_KEY
 from ctxweb.accounts.models import Project, Role
 from ctxweb.accounts.services import membership_set, project_create
 from ctxweb.contexts.models import Artifact, Session
+from ctxweb.contexts.selectors import turn_diff
 from ctxweb.contexts.services import turn_ingest
-from ctxweb.front.charts import sparkline, turn_diff
+from ctxweb.front.charts import sparkline
 from ctxweb.front.templatetags.dashboard import pointers, pretty_json
 from tests.ctxweb.conftest import World
 

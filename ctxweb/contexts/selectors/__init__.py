@@ -8,13 +8,21 @@ from ctxweb.contexts.selectors.artifacts import (
     artifact_get,
     artifact_keys_stored,
 )
+from ctxweb.contexts.selectors.inspector import (
+    artifacts_by_id,
+    turn_diff,
+    turn_inspector,
+    turn_message_id_lists,
+)
 from ctxweb.contexts.selectors.managed import (
     ManagedState,
     NoContext,
+    artifact_pointers,
     managed_context,
     managed_context_context,
     managed_context_get,
     managed_context_latest,
+    managed_context_request,
 )
 from ctxweb.contexts.selectors.operations import (
     operation_active,
@@ -23,10 +31,17 @@ from ctxweb.contexts.selectors.operations import (
     turn_operation_event,
 )
 from ctxweb.contexts.selectors.sessions import (
+    POLICY,
+    REGIONS,
     SESSION_SORTS,
+    USED_REGIONS,
+    session_any,
+    session_budget,
     session_for_user,
     session_get,
     session_list,
+    session_models,
+    session_totals,
 )
 from ctxweb.contexts.selectors.turns import (
     message_detail,
@@ -43,30 +58,43 @@ from ctxweb.contexts.selectors.turns import (
 )
 
 __all__ = [
+    "POLICY",
+    "REGIONS",
     "SESSION_SORTS",
+    "USED_REGIONS",
     "ManagedState",
     "NoContext",
     "artifact_content",
     "artifact_get",
     "artifact_keys_stored",
+    "artifact_pointers",
+    "artifacts_by_id",
     "managed_context",
     "managed_context_context",
     "managed_context_get",
     "managed_context_latest",
+    "managed_context_request",
     "message_detail",
     "message_tokens",
     "messages_by_id",
     "operation_active",
     "operation_get",
     "operation_list",
+    "session_any",
+    "session_budget",
     "session_for_user",
     "session_get",
     "session_list",
+    "session_models",
+    "session_totals",
     "turn_context",
     "turn_detail",
+    "turn_diff",
     "turn_get",
+    "turn_inspector",
     "turn_latest",
     "turn_list",
+    "turn_message_id_lists",
     "turn_message_ids",
     "turn_messages",
     "turn_operation_event",

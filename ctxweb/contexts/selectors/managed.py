@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.messages import Context, message_from_dict
+from compaction.messages import Context, message_from_dict, render
+from compaction.regions import part_placeholder
 from ctxweb.contexts.models import (
     ManagedContext,
     Session,
@@ -99,3 +100,31 @@ def managed_context(*, session: Session) -> ManagedState:
         None,
         latest_turn.total_tokens,
     )
+
+
+def managed_context_request(state: ManagedState) -> dict[str, Any]:
+    """The managed context as a request body in the session's format, ready to send."""
+    return render(state.context)
+
+
+def artifact_pointers(context: Context) -> list[dict[str, Any]]:
+    """The artifacts a context points at (``[EXTERNALIZED:<id>]`` and the like), in order."""
+    seen: dict[str, dict[str, Any]] = {}
+    parts = [*context.system, *(p for m in context.messages for p in m.parts)]
+    for part in parts:
+        placeholder = part_placeholder(part)
+        if (
+            placeholder is not None
+            and placeholder.artifact_id
+            and placeholder.artifact_id not in seen
+        ):
+            key = placeholder.artifact_id
+            if key.startswith("content_") and len(key) == 72:  # LLM4S: content_<sha256>
+                key = key.removeprefix("content_")
+            seen[placeholder.artifact_id] = {
+                "id": placeholder.artifact_id,
+                "key": key,
+                "kind": placeholder.kind,
+                "url": f"/api/v1/artifacts/{key}",
+            }
+    return list(seen.values())

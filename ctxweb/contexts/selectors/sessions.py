@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import QuerySet
 
+from compaction.regions import REGIONS as REGIONS  # re-exported: the chart draws them in order
+from compaction.regions import USED_REGIONS as USED_REGIONS
+from compaction.regions import Budget, Policy, budget
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
     Session,
+    Turn,
 )
 
 SESSION_SORTS = {
@@ -46,6 +52,11 @@ def session_list(
     return sessions.order_by(SESSION_SORTS.get(sort, "-last_activity_at"), "-id")
 
 
+def session_any(*, project: Project) -> bool:
+    """Whether the project has any session."""
+    return Session.objects.filter(project=project).exists()
+
+
 def session_get(*, project: Project, external_id: str) -> Session | None:
     """The project's session ``external_id``, or None (never another project's)."""
     return Session.objects.filter(project=project, external_id=external_id).first()
@@ -62,3 +73,36 @@ def session_for_user(*, user: Any, external_id: str, project_id: int | None) -> 
     if project_id is not None:
         sessions = sessions.filter(project_id=project_id)
     return sessions.first()
+
+
+#: ctxweb's default policy: the trigger drawn on the chart and used to colour fill levels.
+POLICY = Policy.ctxweb()
+
+
+def session_budget(session: Session, *, window: int | None = None) -> Budget:
+    """The session's window, reserve, usable limit and trigger under ctxweb's default policy."""
+    return budget(window or session.context_window, session.output_reserve, POLICY)
+
+
+def session_models(*, project: Project) -> list[str]:
+    """The distinct models of the project's sessions, for the model filter."""
+    return sorted(
+        m
+        for m in Session.objects.filter(project=project)
+        .exclude(model="")
+        .values_list("model", flat=True)
+        .distinct()
+    )
+
+
+def session_totals(*, session_ids: Iterable[int]) -> dict[int, list[int]]:
+    """Every listed session's turn totals in turn order, in ONE query."""
+    totals: dict[int, list[int]] = defaultdict(list)
+    rows = (
+        Turn.objects.filter(session_id__in=list(session_ids))
+        .order_by("session_id", "index")
+        .values_list("session_id", "total_tokens")
+    )
+    for session_id, total in rows:
+        totals[session_id].append(total)
+    return dict(totals)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from compaction.messages import message_to_dict
 from ctxweb.contexts.services._canonical import _body_digest, _canonical_json, _digest
-from ctxweb.contexts.services._parsing import turn_request_parse
+from ctxweb.contexts.services._parsing import FORMATS, turn_orphans, turn_request_parse
 from ctxweb.contexts.services._recent import _RECENT
 from ctxweb.contexts.services._sessions import session_get_or_create
 from ctxweb.contexts.services._sql import _batches_statements
@@ -31,6 +31,7 @@ from ctxweb.contexts.services.ingest import (
 
 __all__ = [
     "COMPACTION_DROP",
+    "FORMATS",
     "_RECENT",
     "IngestResult",
     "TurnConflict",
@@ -41,5 +42,6 @@ __all__ = [
     "message_to_dict",
     "session_get_or_create",
     "turn_ingest",
+    "turn_orphans",
     "turn_request_parse",
 ]

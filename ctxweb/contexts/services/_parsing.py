@@ -9,8 +9,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from compaction.messages import FORMATS as FORMATS  # the formats a turn may be sent in
 from compaction.messages import Context
 from compaction.messages.incremental import ParseMemo, parse_incremental
+from compaction.turns import orphans
 from ctxweb.accounts.models import Project
 
 #: Sessions' latest request bodies as this process parsed them (a bounded LRU), by project id and
@@ -48,3 +50,62 @@ def turn_request_parse(
             _, dropped = _PARSED.popitem(last=False)
             held -= len(dropped.raw)
     return context
+
+
+def turn_orphans(*, context: Context, request: Mapping[str, Any]) -> dict[str, str]:
+    """Refuse a context with a tool result but no call before it, or a call with no result after
+    it: providers reject both, so such a context is a broken agent's. Returns ``{raw field path
+    (messages.3.tool_call_id): why}``, empty when the context is whole.
+
+    A Responses request that continues a stored response (``previous_response_id``,
+    ``conversation``) answers calls the provider keeps: its results are not orphans.
+    """
+    found = orphans(context.messages)
+    if found.ok:
+        return {}
+    continues = context.format == "openai-responses" and any(
+        request.get(key) for key in ("previous_response_id", "conversation")
+    )
+    fields: dict[str, str] = {}
+    for ref in found.calls:
+        fields[_tool_id_path(context, request, ref.index, ref.id, call=True)] = (
+            f"tool call {ref.id!r} has no tool result after it"
+        )
+    if not continues:
+        for ref in found.results:
+            fields[_tool_id_path(context, request, ref.index, ref.id, call=False)] = (
+                f"tool result for {ref.id!r} has no tool call before it"
+            )
+    return fields
+
+
+def _tool_id_path(
+    context: Context, request: Mapping[str, Any], index: int, tool_id: str, *, call: bool
+) -> str:
+    """The raw path of the id of tool call or result ``tool_id`` in message ``index``."""
+    key = "input" if context.format == "openai-responses" else "messages"
+    items = request.get(key)
+    raw = items[index] if isinstance(items, list) and index < len(items) else None
+    where = f"{key}.{index}"
+    if not isinstance(raw, dict):
+        return where
+    if context.format == "openai-responses":
+        return f"{where}.call_id"
+    if context.format == "openai-chat":
+        if not call:
+            return f"{where}.tool_call_id"
+        calls = raw.get("tool_calls")
+        for j, item in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(item, dict) and item.get("id") == tool_id:
+                return f"{where}.tool_calls.{j}.id"
+        return f"{where}.tool_calls"
+    block_type, id_key = ("tool_use", "id") if call else ("tool_result", "tool_use_id")
+    blocks = raw.get("content")
+    for k, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if (
+            isinstance(block, dict)
+            and block.get("type") == block_type
+            and block.get(id_key) == tool_id
+        ):
+            return f"{where}.content.{k}.{id_key}"
+    return f"{where}.content"

@@ -17,6 +17,7 @@ from django.db import transaction
 
 from compaction.errors import FormatError
 from compaction.messages import message_to_dict
+from compaction.transcripts import TRANSCRIPT_FORMATS as TRANSCRIPT_FORMATS  # for interfaces
 from compaction.transcripts import ImportedSession, detect_format, parse_transcript
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Session, Turn

@@ -20,6 +20,7 @@ from compaction.messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    parse,
     render,
 )
 from compaction.regions import USED_REGIONS, RegionTotals
@@ -28,7 +29,7 @@ from compaction.summarizers import Summarizer
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Session
 from ctxweb.contexts.services import budgets
-from ctxweb.contexts.services.counting import counter_for
+from ctxweb.contexts.services.counting import counter_for, encoding_for
 from ctxweb.contexts.services.llm import summarizer_from_settings
 
 #: Characters of an edited message shown beside the edit on the preview page.
@@ -129,6 +130,15 @@ def preview_plan(
         ),
         name="preview",
     )
+
+
+def preview_request_context(*, format: str, request: Mapping[str, Any]) -> tuple[Context, str]:
+    """A posted request parsed for a stateless preview, and the encoding its model counts with.
+    Raises :class:`~compaction.errors.FormatError` naming the bad field."""
+    context = parse(format, request)
+    model = context.extra.get("model")
+    encoding, _ = encoding_for(model if isinstance(model, str) else None)
+    return context, encoding
 
 
 def _json_value(value: Any) -> Any:

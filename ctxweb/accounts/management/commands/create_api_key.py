@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ctxweb.accounts.models import KeyRole, Project
-from ctxweb.accounts.services import api_key_create
+from ctxweb.accounts.selectors import project_get_by_name
+from ctxweb.accounts.services import KEY_ROLES, api_key_create
 
 
 class Command(BaseCommand):
@@ -13,11 +13,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True)
-        parser.add_argument("--role", choices=KeyRole.values, default=KeyRole.INGEST)
+        parser.add_argument("--role", choices=KEY_ROLES, default="ingest")
         parser.add_argument("--name", default="")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        project = Project.objects.filter(name=options["project"]).first()
+        project = project_get_by_name(name=options["project"])
         if project is None:
             raise CommandError(f"No project named {options['project']!r}.")
         key, raw = api_key_create(project=project, role=options["role"], name=options["name"])

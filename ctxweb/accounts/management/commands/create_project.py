@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ctxweb.accounts.models import Project
+from ctxweb.accounts.selectors import project_get_by_name
 from ctxweb.accounts.services import project_create
 
 
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         name = options["name"].strip()
         if not name:
             raise CommandError("The project name must not be empty.")
-        if Project.objects.filter(name=name).exists():
+        if project_get_by_name(name=name) is not None:
             raise CommandError(f"A project named {name!r} already exists.")
         owner = None
         if options["owner"]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from compaction.errors import FormatError
-from compaction.transcripts import TRANSCRIPT_FORMATS
-from ctxweb.accounts.models import Project
+from ctxweb.accounts.selectors import project_get_by_name
+from ctxweb.contexts.services.imports import TRANSCRIPT_FORMATS as FORMATS
 from ctxweb.contexts.services.imports import transcript_import
+
+if TYPE_CHECKING:
+    from ctxweb.accounts.models import Project
 
 BAR_WIDTH = 30
 #: Without a terminal, a progress line at most this often (seconds), besides the first and last.
@@ -79,18 +82,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--format",
             default="auto",
-            help=f"auto (default: detected per file) or one of {', '.join(TRANSCRIPT_FORMATS)}",
+            help=f"auto (default: detected per file) or one of {', '.join(FORMATS)}",
         )
         parser.add_argument("--prefix", default="", help="put before every session's id")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        project = Project.objects.filter(name=options["project"]).first()
+        project = project_get_by_name(name=options["project"])
         if project is None:
             raise CommandError(f"No project named {options['project']!r}.")
         format = options["format"]
-        if format != "auto" and format not in TRANSCRIPT_FORMATS:
+        if format != "auto" and format not in FORMATS:
             raise CommandError(
-                f"Unknown format {format!r}: use auto or one of {', '.join(TRANSCRIPT_FORMATS)}."
+                f"Unknown format {format!r}: use auto or one of {', '.join(FORMATS)}."
             )
         paths = [Path(p) for p in options["paths"]]
         for path in paths:

@@ -8,17 +8,19 @@ import secrets
 import shlex
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from compaction.messages import parse
-from ctxweb.accounts.models import KeyRole, Project
+from ctxweb.accounts.selectors import project_any_exists, project_get_by_name
 from ctxweb.accounts.services import api_key_create, project_create
 from ctxweb.contexts import selectors, services
 from ctxweb.contexts.demo import coding_session
+
+if TYPE_CHECKING:
+    from ctxweb.accounts.models import Project
 
 CREDENTIALS_FILE = "demo-credentials.json"
 
@@ -71,7 +73,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = settings.DATA_DIR / CREDENTIALS_FILE
-        if options["if_empty"] and Project.objects.exists():
+        if options["if_empty"] and project_any_exists():
             if path.exists():
                 self._print(json.loads(path.read_text()))
             return
@@ -83,10 +85,8 @@ class Command(BaseCommand):
         else:
             user.set_password(password)
             user.save()
-        project = Project.objects.filter(name="demo").first() or project_create(
-            name="demo", owner=user
-        )
-        _, key = api_key_create(project=project, role=KeyRole.OPERATOR, name="demo")
+        project = project_get_by_name(name="demo") or project_create(name="demo", owner=user)
+        _, key = api_key_create(project=project, role="operator", name="demo")
         self._seed_sessions(project)
         credentials = {"username": "admin", "password": password, "api_key": key}
         path.write_text(json.dumps(credentials))
@@ -107,7 +107,12 @@ class Command(BaseCommand):
                 services.turn_ingest(
                     project=project,
                     external_id=demo.external_id,
-                    context=parse(body["format"], body["request"]),
+                    context=services.turn_request_parse(
+                        project=project,
+                        external_id=demo.external_id,
+                        format=body["format"],
+                        request=body["request"],
+                    ),
                     model=body["model"],
                     usage=body["usage"],
                     turn_id=body["turn_id"],

@@ -1,0 +1,156 @@
+"""What a turn's inspector reads: the turn's message ids and its previous turn's, the messages it
+removed, a page of its messages biggest first, and the artifacts they point to. A constant
+number of queries whatever the number of turns or messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.db.models import Q
+
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import (
+    KEYFRAME_EVERY,
+    Session,
+    Turn,
+)
+from ctxweb.contexts.models import Artifact as ArtifactRow
+from ctxweb.contexts.models import Message as MessageRow
+from ctxweb.contexts.selectors.turns import message_detail, message_tokens, messages_by_id
+
+
+def turn_message_id_lists(*, session: Session, index: int) -> tuple[list[int], list[int]]:
+    """The message ids of turn ``index - 1`` and of turn ``index``, rebuilt in one query."""
+    if index <= 0:
+        return [], _ids(session=session, start=index - index % KEYFRAME_EVERY, stop=index)[1]
+    previous = index - 1
+    start = previous - previous % KEYFRAME_EVERY
+    return _ids(session=session, start=start, stop=index)
+
+
+def _ids(*, session: Session, start: int, stop: int) -> tuple[list[int], list[int]]:
+    """The id lists of turns ``stop - 1`` and ``stop`` from the deltas from keyframe ``start``."""
+    before: list[int] = []
+    ids: list[int] = []
+    rows = (
+        Turn.objects.filter(session=session, index__gte=start, index__lte=stop)
+        .order_by("index")
+        .values_list("index", "shared", "tail")
+    )
+    for index, shared, tail in rows:
+        if index == stop:
+            before = ids
+        ids = ids[:shared] + list(tail)
+    return (before if stop > 0 else []), ids
+
+
+def _removed(before: list[int], ids: list[int]) -> list[int]:
+    """The ids in ``before`` that are gone from ``ids``, each once, in their first order."""
+    seen = set(ids)
+    return [i for i in dict.fromkeys(before) if i not in seen]
+
+
+def _diff(
+    *,
+    before: list[int],
+    ids: list[int],
+    index: int,
+    rows: dict[int, MessageRow],
+    encoding: str,
+) -> dict[str, Any]:
+    """The diff of two id lists, the removed messages taken from ``rows`` (no query)."""
+    if index <= 0:
+        return {"first": True, "added": [], "removed": [], "removed_tokens": 0}
+    kept = set(before)
+    added = [position for position, i in enumerate(ids) if i not in kept]
+    first_position: dict[int, int] = {}
+    for position, i in enumerate(before):
+        first_position.setdefault(i, position)
+    removed = []
+    for i in _removed(before, ids):
+        row = rows.get(i)
+        if row is None:
+            continue
+        removed.append(
+            {
+                "id": row.hash,
+                "role": row.role,
+                "position": first_position[i],
+                "tokens": row.counts.get(encoding, {}).get("total", 0),
+                "message": row.data,
+            }
+        )
+    return {
+        "first": False,
+        "added": added,
+        "removed": removed,
+        "removed_tokens": sum(r["tokens"] for r in removed),
+    }
+
+
+def turn_diff(*, session: Session, index: int) -> dict[str, Any]:
+    """What changed since the previous turn, by message content (hash): the positions of the
+    messages added in this turn, and the messages that disappeared (two queries)."""
+    before, ids = turn_message_id_lists(session=session, index=index)
+    gone = _removed(before, ids) if index > 0 else []
+    rows = messages_by_id(ids=gone)
+    return _diff(before=before, ids=ids, index=index, rows=rows, encoding=session.encoding)
+
+
+def turn_inspector(
+    *,
+    turn: Turn,
+    order: str = "position",
+    page_number: Any = None,
+    page_size: int = 200,
+) -> dict[str, Any]:
+    """One page of ``turn``'s messages for the inspector, in order or largest first
+    (``order="size"``), with the diff against the previous turn.
+
+    Three queries whatever the number of messages: the id lists of the turn and the one before,
+    every message's tokens (for the order and the bars), and the rows of the page's and the
+    removed messages. Only the page's messages are loaded and decoded.
+
+    Returns ``page`` (a :class:`~django.core.paginator.Page` of positions), ``messages``
+    (:func:`~ctxweb.contexts.message_detail` of the page's, in page order),
+    ``count`` (messages in the turn), ``largest`` (the most tokens of one) and ``diff``
+    (as :func:`turn_diff`).
+    """
+    session = turn.session
+    encoding = session.encoding
+    before, ids = turn_message_id_lists(session=session, index=turn.index)
+    tokens = message_tokens(ids=ids, encoding=encoding)
+    positions: Sequence[int] = range(len(ids))
+    if order == "size":
+        positions = sorted(positions, key=lambda p: (-tokens.get(ids[p], 0), p))
+    page = Paginator(positions, page_size).get_page(page_number)
+    gone = _removed(before, ids) if turn.index > 0 else []
+    rows = messages_by_id(ids=[*(ids[p] for p in page.object_list), *gone])
+    messages = [
+        message_detail(position=p, row=rows[ids[p]], encoding=encoding) for p in page.object_list
+    ]
+    return {
+        "page": page,
+        "messages": messages,
+        "count": len(ids),
+        "largest": max(tokens.values(), default=0),
+        "diff": _diff(before=before, ids=ids, index=turn.index, rows=rows, encoding=encoding),
+    }
+
+
+def artifacts_by_id(*, project: Project, ids: Iterable[str]) -> dict[str, ArtifactRow]:
+    """The project's artifacts named by ``ids`` (content keys or row ids), in one query, without
+    their content; unknown ids are left out."""
+    wanted = {i for i in ids if i}
+    if not wanted:
+        return {}
+    keys = [i for i in wanted if not (i.isdigit() and len(i) < 19)]
+    pks = [int(i) for i in wanted if i.isdigit() and len(i) < 19]
+    rows = ArtifactRow.objects.filter(project=project).filter(Q(key__in=keys) | Q(pk__in=pks))
+    found: dict[str, ArtifactRow] = {}
+    for row in rows.defer("content"):
+        found[row.key] = row
+        found[str(row.pk)] = row
+    return {i: found[i] for i in wanted if i in found}
