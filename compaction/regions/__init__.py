@@ -45,6 +45,7 @@ from compaction.regions._placeholders import (
     Placeholder,
     PlaceholderKind,
     PlaceholderPattern,
+    find_artifact_pointers,
     part_placeholder,
     placeholder_of,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "TriggerKind",
     "budget",
     "context_regions",
+    "find_artifact_pointers",
     "is_summary",
     "is_summary_text",
     "message_regions",

@@ -87,6 +87,34 @@ PLACEHOLDER_PATTERNS: tuple[PlaceholderPattern, ...] = (
 )
 
 
+#: The pointers that name an artifact stored by ctxweb: its own ``[EXTERNALIZED:<id>]`` and
+#: LLM4S's ``[EXTERNALIZED: content_<sha256> | TYPE | summary]`` (CoPaw's name files on the
+#: agent's machine instead).
+_STORED_POINTERS = tuple(
+    p for p in PLACEHOLDER_PATTERNS if p.kind == "externalized" and p.source in ("ctxweb", "llm4s")
+)
+
+
+def find_artifact_pointers(text: str) -> list[tuple[int, int, str]]:
+    """Every pointer to a stored artifact in ``text``: ``(start, end, artifact id)``, in order,
+    none overlapping. The one definition of a pointer, for strategies, the API and the pages.
+
+    Example:
+        >>> find_artifact_pointers("see [EXTERNALIZED:ab12] and [EXTERNALIZED:cd]")
+        [(4, 23, 'ab12'), (28, 45, 'cd')]
+    """
+    found = sorted(
+        (m.start(), m.end(), m.group("artifact"))
+        for p in _STORED_POINTERS
+        for m in p.pattern.finditer(text)
+    )
+    kept: list[tuple[int, int, str]] = []
+    for span in found:
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
 def placeholder_of(text: str) -> Placeholder | None:
     """The placeholder ``text`` carries, if a strategy pruned it.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -18,6 +19,7 @@ from ctxweb.api.errors import ApiError
 from ctxweb.api.sessions import SessionDetailApi, session_data
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import operations, policy
+from ctxweb.shapes import OperationOutput
 
 if TYPE_CHECKING:
     from ctxweb.contexts.models import Operation
@@ -45,24 +47,8 @@ def conflict(message: str, field: str = "session") -> ApiError:
 
 
 def operation_data(operation: Operation) -> dict[str, Any]:
-    return {
-        "id": operation.pk,
-        "session": operation.session.external_id,
-        "strategy": operation.strategy,
-        "params": operation.params,
-        "status": operation.status,
-        "automatic": operation.automatic,
-        "progress": operation.progress,
-        "result": operation.result,
-        "error": operation.error or None,
-        "attempts": operation.attempts,
-        "base_version": operation.base_version,
-        "result_version": operation.result_version,
-        "created_at": operation.created_at,
-        "started_at": operation.started_at,
-        "finished_at": operation.finished_at,
-        "undone_at": operation.undone_at,
-    }
+    """An operation in its one shape (:class:`ctxweb.shapes.OperationOutput`)."""
+    return dict(OperationOutput(operation).data)
 
 
 class OperationInput(serializers.Serializer):  # type: ignore[type-arg]
@@ -100,7 +86,7 @@ class OperationCreateApi(APIView):
             {
                 "id": operation.pk,
                 "status": operation.status,
-                "url": f"/api/v1/operations/{operation.pk}",
+                "url": reverse("api-operation", args=[operation.pk]),
             },
             status=status.HTTP_202_ACCEPTED,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ctxweb.contexts.services import FORMATS
+from ctxweb.shapes import SessionOutput
 
 
 class TurnIngestInput(serializers.Serializer):  # type: ignore[type-arg]
@@ -38,37 +39,10 @@ class TurnIngestOutput(serializers.Serializer):  # type: ignore[type-arg]
     events = serializers.ListField(child=serializers.DictField())
 
 
-class SessionOutput(serializers.Serializer):  # type: ignore[type-arg]
-    external_id = serializers.CharField()
-    format = serializers.CharField()
-    model = serializers.CharField()
-    context_window = serializers.IntegerField()
-    output_reserve = serializers.IntegerField()
-    usable = serializers.IntegerField()
-    encoding = serializers.CharField()
-    approximate = serializers.BooleanField()
-    turn_count = serializers.IntegerField()
-    last_total_tokens = serializers.IntegerField()
-    fill = serializers.FloatField()
-    compaction_count = serializers.IntegerField()
-    source = serializers.CharField()  # type: ignore[assignment]
-    created_at = serializers.DateTimeField()
-    last_activity_at = serializers.DateTimeField()
-
-
 class SessionPageOutput(serializers.Serializer):  # type: ignore[type-arg]
     count = serializers.IntegerField()
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
     results = SessionOutput(many=True)
-
-
-class TurnSummaryOutput(serializers.Serializer):  # type: ignore[type-arg]
-    index = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-    regions = serializers.DictField(child=serializers.IntegerField())
-    reported_input_tokens = serializers.IntegerField(allow_null=True)
-    events = serializers.ListField(child=serializers.DictField())
-    context_window = serializers.IntegerField()
-    max_output_tokens = serializers.IntegerField(allow_null=True)
-    created_at = serializers.DateTimeField()

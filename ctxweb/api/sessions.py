@@ -12,35 +12,20 @@ from rest_framework.views import APIView
 
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
+from ctxweb.api.pagination import StrictLimitOffsetPagination
 from ctxweb.api.serializers import (
-    SessionOutput,
     SessionPageOutput,
 )
 from ctxweb.contexts import selectors
+from ctxweb.shapes import SessionOutput
 
 if TYPE_CHECKING:
     from ctxweb.contexts.models import Session
 
 
 def session_data(session: Session) -> dict[str, Any]:
-    usable = max(0, session.context_window - session.output_reserve)
-    return {
-        "external_id": session.external_id,
-        "format": session.format,
-        "model": session.model,
-        "context_window": session.context_window,
-        "output_reserve": session.output_reserve,
-        "usable": usable,
-        "encoding": session.encoding,
-        "approximate": session.approximate,
-        "turn_count": session.turn_count,
-        "last_total_tokens": session.last_total_tokens,
-        "fill": session.last_fill,
-        "compaction_count": session.compaction_count,
-        "source": session.source,
-        "created_at": session.created_at,
-        "last_activity_at": session.last_activity_at,
-    }
+    """A session in its one shape (:class:`ctxweb.shapes.SessionOutput`)."""
+    return dict(SessionOutput(session).data)
 
 
 class SessionListApi(APIView):
@@ -88,23 +73,9 @@ class SessionListApi(APIView):
             max_fill=fill("max_fill"),
             sort=sort,
         )
-        limit, offset = _page(params)
-        total = sessions.count()
-        page = [session_data(s) for s in sessions[offset : offset + limit]]
-        return Response({"count": total, "limit": limit, "offset": offset, "results": page})
-
-
-def _page(params: Any) -> tuple[int, int]:
-    try:
-        limit = int(params.get("limit", 50))
-        offset = int(params.get("offset", 0))
-    except ValueError:
-        raise ApiError("limit and offset must be integers.", fields={"limit": "integer"}) from None
-    if not 1 <= limit <= 500:
-        raise ApiError("limit must be between 1 and 500.", fields={"limit": "between 1 and 500"})
-    if offset < 0:
-        raise ApiError("offset must not be negative.", fields={"offset": "not negative"})
-    return limit, offset
+        paginator = StrictLimitOffsetPagination()
+        page = paginator.paginate_queryset(sessions, request, view=self) or []
+        return paginator.get_paginated_response([session_data(s) for s in page])
 
 
 class SessionDetailApi(APIView):

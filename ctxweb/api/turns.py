@@ -16,9 +16,9 @@ from ctxweb.api.errors import ApiError
 from ctxweb.api.serializers import (
     TurnIngestInput,
     TurnIngestOutput,
-    TurnSummaryOutput,
 )
 from ctxweb.contexts import selectors, services
+from ctxweb.shapes import TurnOutput
 
 if TYPE_CHECKING:
     from compaction.messages import Context
@@ -107,22 +107,10 @@ def refuse_orphans(context: Context, request: dict[str, Any]) -> None:
 class TurnListApi(APIView):
     """Per-turn regions for the chart."""
 
-    @extend_schema(responses={200: TurnSummaryOutput(many=True)})
+    @extend_schema(responses={200: TurnOutput(many=True)})
     def get(self, request: Request, external_id: str) -> Response:
         session = require_session(require_access(request), external_id)
-        turns = [
-            {
-                "index": t.index,
-                "total_tokens": t.total_tokens,
-                "regions": t.regions,
-                "reported_input_tokens": t.reported_input_tokens,
-                "events": t.events,
-                "context_window": t.context_window,
-                "max_output_tokens": t.max_output_tokens,
-                "created_at": t.created_at,
-            }
-            for t in selectors.turn_list(session=session)
-        ]
+        turns = TurnOutput(selectors.turn_list(session=session), many=True).data
         return Response(turns)
 
 

@@ -128,34 +128,61 @@ def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
     return True
 
 
-def turn_payload(turn: Turn) -> dict[str, Any]:
-    """A turn as the chart appends it (the shape of ``GET sessions/{id}/turns`` items)."""
-    return {
-        "index": turn.index,
-        "total_tokens": turn.total_tokens,
-        "regions": turn.regions,
-        "reported_input_tokens": turn.reported_input_tokens,
-        "events": turn.events,
-        "context_window": turn.context_window,
-        "max_output_tokens": turn.max_output_tokens,
-        "created_at": turn.created_at.isoformat() if turn.created_at else None,
-    }
+#: The turn columns a ``turn.created`` event carries (what :class:`ctxweb.shapes.TurnOutput`
+#: reads; a test keeps the two in step).
+TURN_FIELDS = (
+    "index",
+    "total_tokens",
+    "counted_tokens",
+    "regions",
+    "reported_input_tokens",
+    "events",
+    "context_window",
+    "max_output_tokens",
+    "created_at",
+)
+#: The operation columns an operation event carries (what :class:`ctxweb.shapes.OperationOutput`
+#: reads).
+OPERATION_FIELDS = (
+    "id",
+    "strategy",
+    "params",
+    "status",
+    "automatic",
+    "progress",
+    "result",
+    "error",
+    "attempts",
+    "base_version",
+    "result_version",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "undone_at",
+)
+
+
+def _row(instance: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """Column values as a channel layer carries them (times as ISO 8601 text)."""
+    row = {name: getattr(instance, name) for name in names}
+    return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in row.items()}
+
+
+def turn_row(turn: Turn) -> dict[str, Any]:
+    """The turn's columns that a ``turn.created`` event carries (shaped by the consumer)."""
+    return _row(turn, TURN_FIELDS)
 
 
 def turn_created(turn: Turn) -> bool:
     """Announce a new turn."""
-    return publish(turn.session_id, {"type": "turn.created", "turn": turn_payload(turn)})
+    return publish(turn.session_id, {"type": "turn.created", "turn": turn_row(turn)})
 
 
-def operation_payload(operation: Operation) -> dict[str, Any]:
+def operation_row(operation: Operation) -> dict[str, Any]:
+    """The operation's columns that its events carry (shaped by the consumer)."""
     return {
-        "id": operation.pk,
-        "strategy": operation.strategy,
-        "status": operation.status,
-        "automatic": operation.automatic,
-        "progress": operation.progress,
-        "result": operation.result,
-        "error": operation.error,
+        **_row(operation, OPERATION_FIELDS),
+        "session": {"external_id": operation.session.external_id},
     }
 
 
@@ -165,7 +192,7 @@ def operation_progress(operation: Operation) -> bool:
         operation.session_id,
         {
             "type": "operation.progress",
-            "operation": operation_payload(operation),
+            "operation": operation_row(operation),
             **operation.progress,
         },
     )
@@ -175,5 +202,5 @@ def operation_finished(operation: Operation) -> bool:
     """Announce an operation's end: succeeded (with its result) or failed (with its error)."""
     return publish(
         operation.session_id,
-        {"type": "operation.finished", "operation": operation_payload(operation)},
+        {"type": "operation.finished", "operation": operation_row(operation)},
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxweb.contexts.selectors import POLICY, REGIONS, USED_REGIONS, session_budget
+from ctxweb.shapes import TurnOutput
 
 if TYPE_CHECKING:
     from ctxweb.contexts.models import Session, Turn
@@ -105,34 +106,19 @@ def sparkline(totals: Sequence[int], usable: int) -> Sparkline | None:
 # --- the session chart ------------------------------------------------------------------------
 
 
-def chart_turn(turn: Turn) -> dict[str, Any]:
-    """One turn as the chart (and the live updates) take it: the chart API's shape, zero
-    regions left out to keep a 2,000-turn page small."""
-    return {
-        "index": turn.index,
-        "total_tokens": turn.total_tokens,
-        "counted_tokens": turn.counted_tokens,
-        "regions": {k: v for k, v in turn.regions.items() if v},
-        "reported_input_tokens": turn.reported_input_tokens,
-        "events": turn.events,
-        "context_window": turn.context_window,
-        "max_output_tokens": turn.max_output_tokens,
-    }
-
-
-def chart_data(*, session: Session, turns: Iterable[Turn]) -> dict[str, Any]:
+def chart_data(*, session: Session, turns: Iterable[Turn], turn_url: str) -> dict[str, Any]:
     """Everything the session chart draws, from turns already fetched (one query)."""
     b = session_budget(session)
     return {
         "session": session.external_id,
-        "turn_url": f"/sessions/{session.external_id}/turns/",
+        "turn_url": turn_url,
         "window": b.window,
         "reserve": b.reserve,
         "usable": b.usable,
         "trigger": b.trigger,
         "policy": f"ctxweb default: above {POLICY.value:.0%} of usable",
         "regions": list(REGIONS),
-        "turns": [chart_turn(t) for t in turns],
+        "turns": TurnOutput(turns, many=True, context={"nonzero_regions": True}).data,
     }
 
 

@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from compaction.errors import StrategyError
@@ -30,7 +31,7 @@ def operation_apply(request: HttpRequest, external_id: str) -> HttpResponse:
         raise Http404("Session not found.")
     if not access.can_operate:
         return HttpResponseForbidden("Only operators may apply operations.")
-    preview = f"/sessions/{quote(external_id, safe='')}/preview/"
+    preview = reverse("session-preview", args=[external_id])
     strategy = request.POST.get("strategy", "")
     try:
         params = json.loads(request.POST.get("params") or "{}")

@@ -18,6 +18,7 @@ from ctxweb.accounts.access import Access
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import budgets, planning
 from ctxweb.front.access import page_access, page_session
+from ctxweb.front.live import live_urls
 from ctxweb.front.paging import page_number
 
 if TYPE_CHECKING:
@@ -273,6 +274,7 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
                 if problem.path == f"params.{item.name}":
                     item.error = problem.reason
 
+    operation = _operation(access, session, request.GET.get("operation"))
     page: dict[str, Any] = {
         "session": session,
         "catalog": catalog,
@@ -284,7 +286,10 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
         "errors": errors,
         "plan": plan,
         "can_operate": access.can_operate,
-        "operation": _operation(access, session, request.GET.get("operation")),
+        "operation": operation,
+        "live": live_urls(
+            external_id=session.external_id, operation_id=operation.pk if operation else None
+        ),
     }
     if plan is not None and context is not None:
         page["comparison"] = _comparison(plan, session)

@@ -21,6 +21,7 @@ from ctxweb.accounts.access import Access, access_for_request
 from ctxweb.contexts import selectors
 from ctxweb.front import charts
 from ctxweb.front.access import page_access, page_session
+from ctxweb.front.live import live_urls
 
 if TYPE_CHECKING:
     pass
@@ -132,7 +133,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 def _first_turn_help(request: HttpRequest, access: Access) -> dict[str, str]:
     """How to post a first turn: a curl command against this server, and how to get a key."""
-    url = request.build_absolute_uri("/api/v1/sessions/my-first-session/turns")
+    url = request.build_absolute_uri(reverse("api-turns", args=["my-first-session"]))
     body = (
         '{"format": "openai-chat", "model": "gpt-4o", "request": {"model": "gpt-4o", '
         '"messages": [{"role": "system", "content": "You are a helpful agent."}, '
@@ -163,8 +164,9 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
     turns = list(selectors.turn_list(session=session))
     latest = turns[-1] if turns else None
     b = selectors.session_budget(session)
-    chart = charts.chart_data(session=session, turns=turns)
-    chart["turn_url"] = reverse("turn-jump", args=[session.external_id])
+    chart = charts.chart_data(
+        session=session, turns=turns, turn_url=reverse("turn-jump", args=[session.external_id])
+    )
     rows: list[dict[str, Any]] = []
     if latest is not None:
         reserve = latest.max_output_tokens or session.output_reserve
@@ -186,6 +188,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "latest_fill": (latest.total_tokens / b.usable) if latest and b.usable else 0.0,
             "breakdown": rows,
             "chart": chart,
+            "live": live_urls(external_id=session.external_id),
             "events": charts.turn_events(turns),
             "present": {name for t in turns for name, n in t.regions.items() if n},
         },

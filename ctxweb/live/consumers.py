@@ -17,6 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from ctxweb.accounts.access import SESSION_PROJECT_KEY
 from ctxweb.contexts import selectors
 from ctxweb.contexts.events import bind_serving_loop, session_group
+from ctxweb.shapes import shape_event
 
 #: Close codes: the HTTP status plus 4000, as the browser sees them.
 CLOSE_UNAUTHENTICATED = 4401
@@ -70,4 +71,4 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.send_json({"type": "pong"})
 
     async def session_event(self, message: dict[str, Any]) -> None:
-        await self.send_json(message["event"])
+        await self.send_json(shape_event(message["event"]))

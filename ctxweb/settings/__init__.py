@@ -219,7 +219,7 @@ REST_FRAMEWORK = {
         "ctxweb.api.throttling.ApiRateThrottle",
         "ctxweb.api.throttling.CostlyRateThrottle",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "ctxweb.api.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

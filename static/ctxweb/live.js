@@ -1,13 +1,15 @@
 /* ctxweb live updates: one WebSocket per session page.
 
-   Included as <script src=".../live.js" data-session="<external_id>" defer></script>.
+   Included as <script src=".../live.js" data-session="<external_id>" data-socket="<path>"
+   data-turns-url="<url>" data-operation-url="<url or empty>" defer></script>: the page hands
+   over every URL, the script builds none.
    - turn.created        -> window.ctxwebChart.appendTurn(turn) when the chart is on the page
    - operation.progress  -> the [data-operation-progress] bar (created inside [data-operation]
                             when the page has only that), with the stage as text
    - operation.finished  -> the result or error in the operation's status element; the page that
                             follows this operation (?operation=<id>) reloads to show it in full
    Reconnects with exponential backoff (1 s doubling to 30 s, with jitter) and, after a
-   reconnect, catches up by fetching the session's turns (GET /api/v1/sessions/{id}/turns) and
+   reconnect, catches up by fetching the session's turns (data-turns-url) and
    calling window.ctxwebChart.setTurns. A close with 4401 or 4404 (not logged in, not a member)
    is final. Message content is only ever set as text, never as HTML. */
 (function () {
@@ -15,7 +17,11 @@
 
   var script = document.currentScript;
   var sessionId = script && script.getAttribute("data-session");
-  if (!sessionId || !("WebSocket" in window)) return;
+  // The page hands over every URL (data-socket, data-turns-url, data-operation-url).
+  var socketPath = script && script.getAttribute("data-socket");
+  var turnsUrl = script && script.getAttribute("data-turns-url");
+  var operationUrl = script && script.getAttribute("data-operation-url");
+  if (!sessionId || !socketPath || !("WebSocket" in window)) return;
 
   var MIN_DELAY = 1000;
   var MAX_DELAY = 30000;
@@ -39,13 +45,13 @@
 
   function socketUrl() {
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    return scheme + window.location.host + "/ws/sessions/" + encodeURIComponent(sessionId) + "/";
+    return scheme + window.location.host + socketPath;
   }
 
   function catchUp() {
     var c = chart();
-    if (!c || typeof c.setTurns !== "function") return;
-    fetch("/api/v1/sessions/" + encodeURIComponent(sessionId) + "/turns", {
+    if (!c || typeof c.setTurns !== "function" || !turnsUrl) return;
+    fetch(turnsUrl, {
       credentials: "same-origin",
       headers: { Accept: "application/json" },
     })
@@ -120,10 +126,10 @@
 
   function checkFollowed() {
     // The operation may have finished before this socket opened: ask once.
-    if (!followed) return;
+    if (!followed || !operationUrl) return;
     var status = statusElement(followed);
     if (!status || !/queued|running/.test(status.textContent)) return;
-    fetch("/api/v1/operations/" + encodeURIComponent(followed), {
+    fetch(operationUrl, {
       credentials: "same-origin",
       headers: { Accept: "application/json" },
     })

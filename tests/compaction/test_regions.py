@@ -76,6 +76,7 @@ def test_the_public_api_is_pinned() -> None:
             "TriggerKind",
             "budget",
             "context_regions",
+            "find_artifact_pointers",
             "is_summary",
             "is_summary_text",
             "message_regions",

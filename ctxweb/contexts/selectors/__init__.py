@@ -44,6 +44,7 @@ from ctxweb.contexts.selectors.sessions import (
     session_totals,
 )
 from ctxweb.contexts.selectors.turns import (
+    find_artifact_pointers,
     message_detail,
     message_tokens,
     messages_by_id,
@@ -69,6 +70,7 @@ __all__ = [
     "artifact_keys_stored",
     "artifact_pointers",
     "artifacts_by_id",
+    "find_artifact_pointers",
     "managed_context",
     "managed_context_context",
     "managed_context_get",

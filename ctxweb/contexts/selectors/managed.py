@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.urls import reverse
+
 from compaction.messages import Context, message_from_dict, render
 from compaction.regions import part_placeholder
 from ctxweb.contexts.models import (
@@ -125,6 +127,6 @@ def artifact_pointers(context: Context) -> list[dict[str, Any]]:
                 "id": placeholder.artifact_id,
                 "key": key,
                 "kind": placeholder.kind,
-                "url": f"/api/v1/artifacts/{key}",
+                "url": reverse("api-artifact", args=[key]),
             }
     return list(seen.values())

@@ -13,6 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 
 from compaction.messages import Context, ToolDefinition, message_from_dict
+from compaction.regions import find_artifact_pointers as find_artifact_pointers  # for the pages
 from compaction.regions import placeholder_of
 from ctxweb.contexts.models import (
     KEYFRAME_EVERY,

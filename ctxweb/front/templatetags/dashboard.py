@@ -4,41 +4,43 @@ project switcher. Content is always escaped before anything is marked safe."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
 from ctxweb.accounts.access import SESSION_PROJECT_KEY
 from ctxweb.accounts.selectors import project_list_for_user
+from ctxweb.contexts import selectors
 from ctxweb.front.charts import fill_level as _fill_level
 
 register = template.Library()
 
-# Matched on ESCAPED text. Ids are restricted to characters that escaping never produces or
-# changes, so a match can neither split an HTML entity nor smuggle markup into the href.
-POINTER = re.compile(
-    r"\[EXTERNALIZED:(?P<id>[A-Za-z0-9_.-]+)\]"
-    r"|\[EXTERNALIZED: (?P<llm4s>content_[0-9a-f]{64}) \| [A-Z]+ \| [^\]]*\]"
-)
-
 
 @register.filter(is_safe=True)
 def pointers(text: Any) -> SafeString:
-    """``text`` escaped, then each artifact pointer (``[EXTERNALIZED:<id>]``, LLM4S's
-    ``[EXTERNALIZED: content_<sha> | TYPE | summary]``) turned into a link to its artifact page."""
-    escaped = str(escape("" if text is None else str(text)))
-
-    def link(match: re.Match[str]) -> str:
-        artifact = match.group("id") or match.group("llm4s")
-        return f'<a class="artifact-link" href="/artifacts/{artifact}/">{match.group(0)}</a>'
-
-    return mark_safe(POINTER.sub(link, escaped))  # escaped above; links made of safe characters
+    """``text`` escaped, each artifact pointer in it (``[EXTERNALIZED:<id>]``, LLM4S's
+    ``[EXTERNALIZED: content_<sha> | TYPE | summary]``, as the library finds them) a link to its
+    artifact page. Pointers are found on the raw text and every piece is escaped on its own; the
+    link's URL is reversed, so an id can neither break out of the attribute nor add markup."""
+    raw = "" if text is None else str(text)
+    pieces: list[str] = []
+    last = 0
+    for start, end, artifact in selectors.find_artifact_pointers(raw):
+        try:
+            url = reverse("artifact-detail", args=[artifact])
+        except NoReverseMatch:  # an id with a slash names no artifact page
+            continue
+        pieces.append(escape(raw[last:start]))
+        pieces.append(format_html('<a class="artifact-link" href="{}">{}</a>', url, raw[start:end]))
+        last = end
+    pieces.append(escape(raw[last:]))
+    return mark_safe("".join(pieces))  # every piece escaped above
 
 
 @register.filter

@@ -66,7 +66,7 @@ def operation_undo(*, operation: Operation, actor: Any = None) -> ManagedContext
         operation.save(update_fields=["undone_at", "result"])
         payload = {
             "type": "operation.undone",
-            "operation": events.operation_payload(operation),
+            "operation": events.operation_row(operation),
             "version": restored.version,
         }
         transaction.on_commit(lambda: events.publish(session.pk, payload))

@@ -1,0 +1,59 @@
+"""Pages of API lists: DRF's limit and offset, strict about what it is given.
+
+``?limit=`` (1 to :data:`MAX_LIMIT`, default ``PAGE_SIZE``) and ``?offset=`` (0 or more); anything
+else is a 400 naming the parameter, never silently clamped. A page answers
+``{"count", "limit", "offset", "next", "previous", "results"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ctxweb.api.errors import ApiError
+
+MAX_LIMIT = 500
+#: The largest offset a database takes (PostgreSQL's and SQLite's signed 64-bit integers).
+MAX_OFFSET = 2**63 - 1
+
+
+def _integer(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ApiError(f"{name} must be a whole number.", fields={name: "integer"})
+    value = int(text)
+    if not low <= value <= high:
+        raise ApiError(
+            f"{name} must be between {low} and {high}.", fields={name: f"between {low} and {high}"}
+        )
+    return value
+
+
+class StrictLimitOffsetPagination(LimitOffsetPagination):
+    max_limit = MAX_LIMIT
+
+    def get_limit(self, request: Request) -> int:
+        return _integer(
+            request, self.limit_query_param, int(self.default_limit or 50), 1, MAX_LIMIT
+        )
+
+    def get_offset(self, request: Request) -> int:
+        return _integer(request, self.offset_query_param, 0, 0, MAX_OFFSET)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response(
+            {
+                "count": self.count,
+                "limit": self.limit,
+                "offset": self.offset,
+                "next": self.get_next_link(),
+                "previous": self.get_previous_link(),
+                "results": data,
+            }
+        )

@@ -1,0 +1,104 @@
+"""The one shape of each resource, as DRF serializers: what the API answers, what the session
+WebSocket sends and what the pages draw are the same fields built by the same code.
+
+Each serializer reads a model instance or the row values a live event carries
+(:func:`ctxweb.contexts.events.turn_row`, :func:`~ctxweb.contexts.events.operation_row`): the
+domain publishes rows, the interfaces shape them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rest_framework import serializers
+
+
+class _DateTime(serializers.DateTimeField):
+    """A time as the API writes it, from a datetime or from the ISO text a live event carries."""
+
+    def to_representation(self, value: Any) -> Any:
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        return super().to_representation(value)
+
+
+class SessionOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """A session: its model, window, reserve and usable limit, its fill and activity."""
+
+    external_id = serializers.CharField()
+    format = serializers.CharField()
+    model = serializers.CharField()
+    context_window = serializers.IntegerField()
+    output_reserve = serializers.IntegerField()
+    usable = serializers.SerializerMethodField()
+    encoding = serializers.CharField()
+    approximate = serializers.BooleanField()
+    turn_count = serializers.IntegerField()
+    last_total_tokens = serializers.IntegerField()
+    fill = serializers.FloatField(source="last_fill")
+    compaction_count = serializers.IntegerField()
+    source = serializers.CharField()  # type: ignore[assignment]
+    created_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField()
+
+    def get_usable(self, session: Any) -> int:
+        return max(0, int(session.context_window) - int(session.output_reserve))
+
+
+class TurnOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """A turn's summary: an item of ``GET sessions/{id}/turns``, the ``turn`` of a
+    ``turn.created`` event and a turn of the session chart. With ``nonzero_regions`` in the
+    context (the chart of a 2,000-turn page), regions of zero tokens are left out."""
+
+    index = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    counted_tokens = serializers.IntegerField()
+    regions = serializers.DictField(child=serializers.IntegerField())
+    reported_input_tokens = serializers.IntegerField(allow_null=True)
+    events = serializers.ListField(child=serializers.DictField())
+    context_window = serializers.IntegerField()
+    max_output_tokens = serializers.IntegerField(allow_null=True)
+    created_at = _DateTime(allow_null=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        if self.context.get("nonzero_regions"):
+            data["regions"] = {k: v for k, v in data["regions"].items() if v}
+        return data
+
+
+class OperationOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """An operation: ``GET operations/{id}``, and the ``operation`` of the WebSocket's
+    ``operation.progress``, ``operation.finished`` and ``operation.undone`` events."""
+
+    id = serializers.IntegerField()
+    session = serializers.CharField(source="session.external_id")
+    strategy = serializers.CharField()
+    params = serializers.DictField()
+    status = serializers.CharField()
+    automatic = serializers.BooleanField()
+    progress = serializers.DictField()
+    result = serializers.DictField(allow_null=True)
+    error = serializers.SerializerMethodField()
+    attempts = serializers.IntegerField()
+    base_version = serializers.IntegerField(allow_null=True)
+    result_version = serializers.IntegerField(allow_null=True)
+    created_at = _DateTime(allow_null=True)
+    started_at = _DateTime(allow_null=True)
+    finished_at = _DateTime(allow_null=True)
+    undone_at = _DateTime(allow_null=True)
+
+    def get_error(self, operation: Any) -> str | None:
+        error = operation["error"] if isinstance(operation, dict) else operation.error
+        return error or None
+
+
+def shape_event(event: dict[str, Any]) -> dict[str, Any]:
+    """A live event as the WebSocket sends it: its ``turn`` and ``operation`` rows shaped."""
+    shaped = dict(event)
+    if isinstance(shaped.get("turn"), dict):
+        shaped["turn"] = TurnOutput(shaped["turn"]).data
+    if isinstance(shaped.get("operation"), dict):
+        shaped["operation"] = OperationOutput(shaped["operation"]).data
+    return shaped
