@@ -8,27 +8,22 @@ from urllib.parse import quote, urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from compaction.errors import StrategyError
-from ctxweb.accounts.access import access_for_request
-from ctxweb.contexts import selectors
 from ctxweb.contexts.services import operations
+from ctxweb.front.access import page_access, page_session
 
 
 @login_required
 @require_POST
 def operation_apply(request: HttpRequest, external_id: str) -> HttpResponse:
     """``POST /sessions/{external_id}/operations/`` with ``strategy`` and ``params`` (JSON)."""
-    access = access_for_request(request)
-    if access is None:
-        raise Http404("Project not found.")
-    session = selectors.session_get(project=access.project, external_id=external_id)
-    if session is None:
-        raise Http404("Session not found.")
+    access = page_access(request)
+    session = page_session(access, external_id)
     if not access.can_operate:
         return HttpResponseForbidden("Only operators may apply operations.")
     preview = reverse("session-preview", args=[external_id])

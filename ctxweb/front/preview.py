@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.decorators import login_required
@@ -18,6 +16,7 @@ from ctxweb.accounts.access import Access
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import budgets, planning
 from ctxweb.front.access import page_access, page_session
+from ctxweb.front.forms import parameter_form
 from ctxweb.front.live import live_urls
 from ctxweb.front.paging import page_number
 
@@ -30,127 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_STRATEGY = "ctxweb-auto"
 #: Edits shown on one page of a preview (a plan may hold thousands).
 EDITS_PER_PAGE = 100
-TRUE = ("true", "on", "1", "yes")
-FALSE = ("false", "off", "0", "no")
-
-
-# --- the parameter form -----------------------------------------------------------------------
-
-
-@dataclass
-class Field:
-    """One parameter of the strategy as a form field."""
-
-    name: str
-    type: str
-    default: Any
-    min: float | None
-    max: float | None
-    choices: list[Any] | None
-    help: str
-    value: str
-    error: str = ""
-
-    @property
-    def input_id(self) -> str:
-        return f"param-{self.name}"
-
-    @property
-    def default_text(self) -> str:
-        return _text(self.default)
-
-    @property
-    def min_text(self) -> str:
-        return _text(self.min)
-
-    @property
-    def max_text(self) -> str:
-        return _text(self.max)
-
-
-def _text(value: Any) -> str:
-    """A parameter value as the form shows it."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ", ".join(str(v) for v in value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _convert(spec: Mapping[str, Any], raw: str) -> Any:
-    """A submitted string as the parameter's type; raise :class:`StrategyError` if it is not."""
-    path = f"params.{spec['name']}"
-    kind = spec["type"]
-    text = raw.strip()
-    if kind == "str-list":
-        return [item.strip() for item in text.replace("\n", ",").split(",") if item.strip()]
-    if kind == "str":
-        return text
-    if text == "":
-        if spec["default"] is None:
-            return None
-        raise StrategyError(path, "must not be empty")
-    if kind == "bool":
-        if text.lower() in TRUE:
-            return True
-        if text.lower() in FALSE:
-            return False
-        raise StrategyError(path, "must be true or false")
-    try:
-        number = float(text.replace("_", ""))
-    except ValueError:
-        raise StrategyError(path, "must be a number") from None
-    if kind == "int":
-        if not number.is_integer():
-            raise StrategyError(path, "must be an integer")
-        return int(number)
-    return number
-
-
-@dataclass
-class Form:
-    fields: list[Field]
-    params: dict[str, Any]
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-def _form(spec: Mapping[str, Any], query: Mapping[str, str], start: dict[str, Any]) -> Form:
-    """The strategy's fields, filled from ``query`` where given, else from ``start``."""
-    fields: list[Field] = []
-    params: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    for param in spec["params"]:
-        name = param["name"]
-        value = _text(start.get(name, param["default"]))
-        error = ""
-        if name in query:
-            value = query[name]
-            try:
-                params[name] = _convert(param, value)
-            except StrategyError as problem:
-                error = errors[problem.path] = problem.reason
-        else:
-            params[name] = start.get(name, param["default"])
-        fields.append(
-            Field(
-                name=name,
-                type=param["type"],
-                default=param["default"],
-                min=param["min"],
-                max=param["max"],
-                choices=param["choices"],
-                help=param["help"],
-                value=value,
-                error=error,
-            )
-        )
-    return Form(fields, params, errors)
-
-
 # --- bars ---------------------------------------------------------------------------------------
 
 
@@ -237,7 +115,7 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
     if turn_error:
         errors["turn"] = turn_error
 
-    form = _form(
+    form = parameter_form(
         spec, request.GET, planning.session_defaults(session=session, strategy=strategy_id)
     )
     errors.update(form.errors)
