@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,8 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+
+logger = logging.getLogger("django.request")
 
 
 class BodySizeLimitMiddleware:
@@ -121,7 +124,9 @@ class SecurityHeadersMiddleware:
 
 class ApiNotFoundMiddleware:
     """A path under ``/api/`` that no route matches answers the contract's JSON 404, not the
-    HTML page a browser gets (an operation id that is not a number, a stray slash)."""
+    HTML page a browser gets (an operation id that is not a number, a stray slash); an error no
+    view handled answers the contract's JSON 500 there too (logged with its traceback as
+    Django logs any server error)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -135,6 +140,17 @@ class ApiNotFoundMiddleware:
         ):
             return _error(404, "not_found", f"No API route matches {request.path!r}.", {})
         return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not request.path.startswith("/api/"):
+            return None
+        logger.error(
+            "Internal Server Error: %s",
+            request.path,
+            exc_info=exception,
+            extra={"request": request},
+        )
+        return _error(500, "server_error", "The server failed to answer; the error is logged.", {})
 
 
 class PageRateLimitMiddleware:

@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser
 
 from ctxweb.accounts.models import ApiKey, Membership, Project, Role
+from ctxweb.numbers import parse_whole
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ def access_for_request(request: Any) -> Access | None:
         return access_for_key(auth)
     project_id = None
     raw = request.GET.get("project") if hasattr(request, "GET") else None
-    if raw and str(raw).isdigit():
-        project_id = int(raw)
+    if raw and parse_whole(str(raw)) is not None:
+        project_id = parse_whole(str(raw))
     elif hasattr(request, "session"):
         project_id = request.session.get(SESSION_PROJECT_KEY)
     access = access_for_user(request.user, project_id=project_id)

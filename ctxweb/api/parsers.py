@@ -13,6 +13,7 @@ root (``usage.input_tokens``, ``params.keep``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +45,15 @@ def field_path(segments: list[str | int]) -> str:
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; ``1e999`` (infinite as a float) is refused:
+    no database stores it and no client reads it back."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return value
 
 
 def _deep_path(text: str, limit: int) -> list[str | int]:
@@ -137,7 +147,7 @@ class JsonBodyParser(JSONParser):
                 fields={"body": f"invalid UTF-8 at byte {exc.start}"},
             ) from None
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
         except RecursionError:
             where = field_path(_deep_path(text, MAX_DEPTH))
             raise ApiError(

@@ -3,6 +3,7 @@ in :mod:`ctxweb.api.operations`."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -53,11 +54,12 @@ class SessionListApi(APIView):
             if raw in (None, ""):
                 return None
             try:
-                return float(raw)
+                value = float(raw)
             except ValueError:
-                raise ApiError(
-                    f"{name} must be a number.", fields={name: "expected a number"}
-                ) from None
+                value = math.nan
+            if not math.isfinite(value):
+                raise ApiError(f"{name} must be a number.", fields={name: "expected a number"})
+            return value
 
         sort = params.get("sort", "recent")
         if sort not in selectors.SESSION_SORTS:

@@ -68,6 +68,13 @@ class TurnIngestApi(APIView):
                 body=request.data,
                 context_window=body.get("context_window"),
             )
+        except services.SessionFormatConflict as conflict:
+            raise ApiError(
+                str(conflict),
+                code="conflict",
+                status_code=status.HTTP_409_CONFLICT,
+                fields={"format": f"the session's turns are {conflict.session_format}"},
+            ) from None
         except services.TurnConflict:
             raise ApiError(
                 "This turn_id was already used with a different body.",

@@ -18,6 +18,10 @@ from ctxweb.contexts.services import operations
 from ctxweb.front.access import page_access, page_session
 
 
+def _refuse(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 @login_required
 @require_POST
 def operation_apply(request: HttpRequest, external_id: str) -> HttpResponse:
@@ -29,9 +33,14 @@ def operation_apply(request: HttpRequest, external_id: str) -> HttpResponse:
     preview = reverse("session-preview", args=[external_id])
     strategy = request.POST.get("strategy", "")
     try:
-        params = json.loads(request.POST.get("params") or "{}")
-    except json.JSONDecodeError:
+        params = json.loads(request.POST.get("params") or "{}", parse_constant=_refuse)
+    except (ValueError, RecursionError):
         messages.error(request, "The parameters are not valid JSON.")
+        return redirect(f"{preview}?strategy={quote(strategy)}")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        messages.error(request, "Not applied: the parameters must be a JSON object of names.")
         return redirect(f"{preview}?strategy={quote(strategy)}")
     try:
         operation = operations.operation_create(

@@ -19,6 +19,7 @@ from ctxweb.front.access import page_access, page_session
 from ctxweb.front.forms import parameter_form
 from ctxweb.front.live import live_urls
 from ctxweb.front.paging import page_number
+from ctxweb.numbers import parse_whole
 
 if TYPE_CHECKING:
     from compaction.messages import Context
@@ -80,16 +81,18 @@ def _turn(raw: str | None) -> tuple[int | None, str]:
     text = (raw or "").strip()
     if not text:
         return None, ""
-    if not text.isdigit():
+    number = parse_whole(text)
+    if number is None:
         return None, "must be a turn number (0 or more), or empty for the latest"
-    return int(text), ""
+    return number, ""
 
 
 def _operation(access: Access, session: Session, raw: str | None) -> Operation | None:
     """The operation the Apply form just queued (its id comes back in the query), if any."""
-    if not raw or not raw.isdigit() or len(raw) > 18:
+    operation_id = parse_whole(raw)
+    if operation_id is None:
         return None
-    operation = selectors.operation_get(project=access.project, operation_id=int(raw))
+    operation = selectors.operation_get(project=access.project, operation_id=operation_id)
     if operation is None or operation.session_id != session.pk:
         return None
     return operation

@@ -9,6 +9,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from ctxweb.accounts.access import SESSION_PROJECT_KEY, access_for_user
+from ctxweb.numbers import parse_whole
 
 
 @login_required
@@ -19,7 +20,10 @@ def project_switch(request: HttpRequest) -> HttpResponse:
     Goes back to the sessions list: the page the user was on belongs to the previous project.
     """
     raw = request.POST.get("project", "")
-    access = access_for_user(request.user, project_id=int(raw)) if raw.isdigit() else None
+    project_id = parse_whole(raw)
+    access = (
+        access_for_user(request.user, project_id=project_id) if project_id is not None else None
+    )
     if access is None:
         messages.error(request, "You are not a member of that project.")
         return redirect("home")

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from ctxweb.contexts import selectors
 from ctxweb.front import charts
 from ctxweb.front.access import page_access, page_session
+from ctxweb.numbers import parse_whole
 
 #: Text longer than this (characters or lines) is collapsed behind a <details>.
 LONG_CHARS = 1500
@@ -25,7 +26,8 @@ def turn_jump(request: HttpRequest, external_id: str) -> HttpResponse:
     if session.turn_count == 0:
         return redirect("session-detail", external_id=session.external_id)
     raw = request.GET.get("index", "")
-    index = int(raw) if raw.lstrip("-").isdigit() else session.turn_count - 1
+    asked = parse_whole(raw.removeprefix("-"))
+    index = session.turn_count - 1 if asked is None else (-asked if raw.startswith("-") else asked)
     index = max(0, min(index, session.turn_count - 1))
     return redirect("turn-detail", external_id=session.external_id, index=index)
 

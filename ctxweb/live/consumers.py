@@ -17,6 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from ctxweb.accounts.access import SESSION_PROJECT_KEY
 from ctxweb.contexts import selectors
 from ctxweb.contexts.events import bind_serving_loop, session_group
+from ctxweb.numbers import parse_whole
 from ctxweb.shapes import shape_event
 
 #: Close codes: the HTTP status plus 4000, as the browser sees them.
@@ -35,8 +36,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     def _project_id(self) -> int | None:
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         raw = (query.get("project") or [""])[0]
-        if raw.isdigit():
-            return int(raw)
+        if parse_whole(raw) is not None:
+            return parse_whole(raw)
         django_session = self.scope.get("session")
         remembered = django_session.get(SESSION_PROJECT_KEY) if django_session else None
         return int(remembered) if isinstance(remembered, int) else None

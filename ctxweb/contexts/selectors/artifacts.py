@@ -7,14 +7,16 @@ from django.db.models.functions import Length, Substr
 
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Artifact as ArtifactRow
+from ctxweb.numbers import parse_whole
 
 
 def artifact_get(*, project: Project, artifact_id: str) -> ArtifactRow | None:
     """The project's artifact by its content key (sha256 hex) or its row id, without loading its
     content; ``content_chars`` is annotated. Never another project's."""
     artifacts = ArtifactRow.objects.filter(project=project)
-    if artifact_id.isdigit() and len(artifact_id) < 19:
-        artifacts = artifacts.filter(pk=int(artifact_id))
+    row_id = parse_whole(artifact_id)
+    if row_id is not None:
+        artifacts = artifacts.filter(pk=row_id)
     else:
         artifacts = artifacts.filter(key=artifact_id)
     return (

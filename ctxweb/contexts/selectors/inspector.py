@@ -19,6 +19,7 @@ from ctxweb.contexts.models import (
 from ctxweb.contexts.models import Artifact as ArtifactRow
 from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.selectors.turns import message_detail, message_tokens, messages_by_id
+from ctxweb.numbers import parse_whole
 
 
 def turn_message_id_lists(*, session: Session, index: int) -> tuple[list[int], list[int]]:
@@ -146,8 +147,8 @@ def artifacts_by_id(*, project: Project, ids: Iterable[str]) -> dict[str, Artifa
     wanted = {i for i in ids if i}
     if not wanted:
         return {}
-    keys = [i for i in wanted if not (i.isdigit() and len(i) < 19)]
-    pks = [int(i) for i in wanted if i.isdigit() and len(i) < 19]
+    keys = [i for i in wanted if parse_whole(i) is None]
+    pks = [n for i in wanted if (n := parse_whole(i)) is not None]
     rows = ArtifactRow.objects.filter(project=project).filter(Q(key__in=keys) | Q(pk__in=pks))
     found: dict[str, ArtifactRow] = {}
     for row in rows.defer("content"):

@@ -25,7 +25,9 @@ from ctxweb.contexts.services._sql import _batches_statements
 from ctxweb.contexts.services.ingest import (
     COMPACTION_DROP,
     IngestResult,
+    SessionFormatConflict,
     TurnConflict,
+    session_id_problem,
     turn_ingest,
 )
 
@@ -34,6 +36,7 @@ __all__ = [
     "FORMATS",
     "_RECENT",
     "IngestResult",
+    "SessionFormatConflict",
     "TurnConflict",
     "_batches_statements",
     "_body_digest",
@@ -41,6 +44,7 @@ __all__ = [
     "_digest",
     "message_to_dict",
     "session_get_or_create",
+    "session_id_problem",
     "turn_ingest",
     "turn_orphans",
     "turn_request_parse",

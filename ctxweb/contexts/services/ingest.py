@@ -33,6 +33,7 @@ from ctxweb.contexts.services.storage import (
     system_row,
     toolset_row,
 )
+from ctxweb.numbers import MAX_COUNT
 
 #: A turn whose total drops by more than this share from the previous turn is a compaction event.
 COMPACTION_DROP = 0.30
@@ -44,6 +45,71 @@ COMPACTION_DROP = 0.30
 #: when the app loads (:mod:`ctxweb.contexts.apps`), so ingestion never imports what builds on it.
 #: A receiver that raises rolls the turn back: receivers handle their own failures.
 turn_stored = Signal()
+
+
+#: The words that follow a session id in a route: an id ending with one would be unreachable.
+ROUTE_WORDS = frozenset({"turns", "preview", "operations", "context", "export"})
+#: The longest session id and model name: their columns' lengths.
+EXTERNAL_ID_MAX = 200
+MODEL_MAX = 200
+#: Where each format puts its output reserve, for the error that names it.
+_RESERVE_FIELD = {
+    "openai-chat": "request.max_tokens",
+    "anthropic-messages": "request.max_tokens",
+    "openai-responses": "request.max_output_tokens",
+}
+
+
+def session_id_problem(external_id: str) -> str | None:
+    """Why ``external_id`` cannot name a session, or None: ids hold slashes (an import's
+    prefix), so one must not read as a route (``x/turns``, ``q/turns/5``, ``w/preview``) nor
+    hold an empty, ``.`` or ``..`` segment, which clients and proxies rewrite."""
+    if not external_id:
+        return "must not be empty"
+    if len(external_id) > EXTERNAL_ID_MAX:
+        return f"at most {EXTERNAL_ID_MAX} characters"
+    segments = external_id.split("/")
+    if any(s in ("", ".", "..") for s in segments):
+        return "no empty, '.' or '..' segment between slashes"
+    last = segments[-1]
+    if len(segments) > 1 and (
+        last in ROUTE_WORDS or (last.isascii() and last.isdigit() and segments[-2] == "turns")
+    ):
+        return f"must not end like a route ('/{last}')"
+    return None
+
+
+def _check_storable(
+    *, external_id: str, context: Context, model: str | None, usage: Mapping[str, Any] | None
+) -> None:
+    """Refuse what the database cannot hold, before anything is written, naming the field."""
+    problem = session_id_problem(external_id)
+    if problem is not None:
+        raise FormatError("external_id", problem)
+    reserve = context.max_output_tokens
+    if reserve is not None and not 1 <= reserve <= MAX_COUNT:
+        raise FormatError(
+            _RESERVE_FIELD.get(context.format, "request.max_tokens"),
+            f"must be between 1 and {MAX_COUNT}",
+        )
+    requested = context.extra.get("model")
+    for path, name in (("model", model), ("request.model", requested)):
+        if isinstance(name, str) and len(name) > MODEL_MAX:
+            raise FormatError(path, f"at most {MODEL_MAX} characters")
+    for key, value in (usage or {}).items():
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= MAX_COUNT:
+            raise FormatError(f"usage.{key}", f"must be between 0 and {MAX_COUNT}")
+
+
+class SessionFormatConflict(Exception):
+    """The session's turns are in another format: a session's format is fixed by its first turn."""
+
+    def __init__(self, external_id: str, session_format: str, posted: str) -> None:
+        super().__init__(
+            f"Session {external_id!r} holds {session_format} turns; this turn is {posted}."
+            " Post it to another session."
+        )
+        self.session_format = session_format
 
 
 class TurnConflict(Exception):
@@ -109,6 +175,9 @@ def turn_ingest(
     # Only a turn with a turn_id can be retried: hash the body only then.
     hashed = body is not None and turn_id is not None
     normalized = normalize_usage(usage) if usage else None
+    _check_storable(external_id=external_id, context=context, model=model, usage=usage)
+    if normalized:
+        _check_storable(external_id=external_id, context=context, model=None, usage=normalized)
     key = (project.pk, external_id)
     with transaction.atomic():
         # What this process stored for the previous turn, if it still is the previous turn: the
@@ -130,6 +199,8 @@ def turn_ingest(
             then=then,
         )
         session, previous = found.session, found.previous
+        if session.format != context.format and found.retry_id is None:
+            raise SessionFormatConflict(external_id, session.format, context.format)
         encoding = session.encoding
         index = session.turn_count
         if found.retry_id is not None:

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from compaction.errors import StrategyError
 from compaction.strategies import get_strategy
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation, Session
@@ -92,6 +93,8 @@ def operation_create(
     """
     operation_reap_stale()
     # Window and reserve parameters the caller left out come from the session, as in previews.
+    if params is not None and not isinstance(params, Mapping):
+        raise StrategyError("params", "must be an object of parameter names")
     given = dict(params or {})
     defaults = planning.session_defaults(session=session, strategy=strategy)
     resolved = get_strategy(strategy).validate({**defaults, **given})
