@@ -54,6 +54,7 @@ lint: install-dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy compaction ctxweb
 	$(VENV)/bin/lint-imports
+	$(PY) manage.py makemigrations --check --dry-run
 
 fmt: install-dev
 	$(VENV)/bin/ruff check --fix .
