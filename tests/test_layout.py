@@ -1,0 +1,64 @@
+"""The layout's promises that import-linter's contracts do not state: no import cycle anywhere in
+``ctxweb`` (inside a layer too), counting the imports made inside functions."""
+
+from __future__ import annotations
+
+import sys
+
+import grimp
+
+sys.setrecursionlimit(10_000)
+
+
+def _cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    counter = [0]
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = counter[0]
+        counter[0] += 1
+        stack.append(module)
+        on_stack.add(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if not imported.startswith(package):
+                continue
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for module in sorted(graph.modules):
+        if module.startswith(package) and module not in index:
+            visit(module)
+    return groups
+
+
+def test_ctxweb_has_no_import_cycle() -> None:
+    graph = grimp.build_graph("ctxweb", include_external_packages=False)
+    assert _cycles(graph, "ctxweb") == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = grimp.ImportGraph()
+    for module in ("p", "p.a", "p.b", "p.c"):
+        graph.add_module(module)
+    graph.add_import(importer="p.a", imported="p.b")
+    graph.add_import(importer="p.b", imported="p.a")
+    graph.add_import(importer="p.c", imported="p.a")
+    assert _cycles(graph, "p") == [["p.a", "p.b"]]
