@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import grimp
+import pytest
 
 sys.setrecursionlimit(10_000)
 
@@ -62,3 +65,22 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     graph.add_import(importer="p.b", imported="p.a")
     graph.add_import(importer="p.c", imported="p.a")
     assert _cycles(graph, "p") == [["p.a", "p.b"]]
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["ctxweb.api.pagination", "ctxweb.api.parsers", "ctxweb.api.errors", "ctxweb.api.throttling"],
+)
+def test_each_module_drf_settings_name_imports_first(module: str) -> None:
+    """DRF imports the classes its settings name while its views load: each must import first
+    in a fresh process, and Django's checks (what a Celery worker runs as it starts) pass."""
+    code = (
+        "import django; django.setup(); import importlib; "
+        f"importlib.import_module({module!r}); "
+        "from django.core.checks import run_checks; run_checks()"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxweb.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

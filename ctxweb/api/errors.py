@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from compaction.errors import FormatError, StrategyError, SummarizerError
 from ctxweb.contexts.services.budgets import Busy, OverBudget
@@ -78,6 +77,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     if isinstance(exc, ApiError):
         return error_response(exc.code, str(exc.detail), exc.status_code, exc.fields)
+    # Imported here: DRF's views read the parser and pagination settings as they load, and the
+    # parsers import this module, so it must not load DRF's views itself.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

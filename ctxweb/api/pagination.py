@@ -1,7 +1,9 @@
 """Pages of API lists: DRF's limit and offset, strict about what it is given.
 
 ``?limit=`` (1 to :data:`MAX_LIMIT`, default ``PAGE_SIZE``) and ``?offset=`` (0 or more); anything
-else is a 400 naming the parameter, never silently clamped. A page answers
+else is a 400 naming the parameter, never silently clamped. (DRF's ``ValidationError``, not
+:class:`~ctxweb.api.errors.ApiError`: DRF imports this module while its views load, before
+``ctxweb.api.errors`` can be.) A page answers
 ``{"count", "limit", "offset", "next", "previous", "results"}``.
 """
 
@@ -9,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-
-from ctxweb.api.errors import ApiError
 
 MAX_LIMIT = 500
 #: The largest offset a database takes (PostgreSQL's and SQLite's signed 64-bit integers).
@@ -26,12 +27,10 @@ def _integer(request: Request, name: str, default: int, low: int, high: int) -> 
         return default
     text = str(raw).strip()
     if not (text.isascii() and text.isdigit()):
-        raise ApiError(f"{name} must be a whole number.", fields={name: "integer"})
+        raise ValidationError({name: "must be a whole number"})
     value = int(text)
     if not low <= value <= high:
-        raise ApiError(
-            f"{name} must be between {low} and {high}.", fields={name: f"between {low} and {high}"}
-        )
+        raise ValidationError({name: f"must be between {low} and {high}"})
     return value
 
 
