@@ -35,7 +35,7 @@ from record import DOCS, machine, write_section  # noqa: E402
 
 SECTION = "## Pages"
 TARGET_MS = 200
-#: DESIGN.md section 8's bar for a strategy preview (the plan alone, measured by
+#: docs/design.md section 8's bar for a strategy preview (the plan alone, measured by
 #: bench/strategies.py); the preview page rows are read against it, page and all.
 PREVIEW_TARGET_MS = 250
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks.md"
 INTRO = """# Benchmarks
 
-Measured by the scripts under `bench/` (DESIGN.md section 8); each script replaces only its own
+Measured by the scripts under `bench/` (docs/design.md section 8); each script replaces only its own
 section when it is re-run. Numbers are from one run on the machine named in each section.
 """
 

@@ -7,7 +7,7 @@ The seeds' own helpers are reproduced with their exact semantics:
 
 - :func:`parse_turn_boundaries`, :func:`is_safe_boundary`, :func:`find_safe_boundary` and
   :func:`sanitize_history_for_provider` are picoclaw's (``pkg/agent/context_budget.go`` and
-  ``context.go``; ``specs/seed-strategies.md`` §2.3, §2.4);
+  ``context.go``; ``docs/seed-strategies.md`` §2.3, §2.4);
 - :func:`find_legal_start` is nanobot's ``Session._find_legal_start`` (§4.3).
 
 **Tool results in user messages.** In the OpenAI Chat format a tool result is a ``role="tool"``

@@ -1,6 +1,6 @@
 """Regions of a context window, the markers that identify summaries and placeholders, and budgets.
 
-A turn's tokens are split into the named regions of DESIGN.md §3, stacked in :data:`REGIONS`
+A turn's tokens are split into the named regions of docs/design.md §3, stacked in :data:`REGIONS`
 order. The split is exact: the regions of a context always add up to its total, and tokens the
 provider reported beyond what ctxweb counted go to ``unattributed``, never spread over the others.
 

@@ -3,7 +3,7 @@
 ``baseagent-prune`` clears old tool outputs (OpenCode's prune as BaseAgent copied it),
 ``baseagent-middle-out`` truncates each big tool output in the middle by bytes, and
 ``baseagent-compact`` prunes and, when still over 85% of the usable window, replaces the history
-with one summary message. Defaults reproduce the seed exactly (``specs/seed-strategies.md`` §1):
+with one summary message. Defaults reproduce the seed exactly (``docs/seed-strategies.md`` §1):
 BaseAgent's estimator floor(chars/4) decides, the comparisons are strict, every user message counts
 as a turn, and the markers are byte for byte.
 """

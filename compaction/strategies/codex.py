@@ -3,7 +3,7 @@
 The new history is the initial context (system and developer messages, AGENTS.md and environment
 context messages), then the most recent *real* user messages, newest first up to 20,000 approximate
 tokens (``ceil(bytes/4)``) with the last one truncated to fit and put back in chronological order,
-then one user message ``SUMMARY_PREFIX + "\\n" + summary`` (``specs/seed-strategies.md`` §1b).
+then one user message ``SUMMARY_PREFIX + "\\n" + summary`` (``docs/seed-strategies.md`` §1b).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Before each reasoning step: if ``count(system + summary)`` leaves room under the
 ``check_context`` (keep the newest within a 10 % reserve, pulling each kept result's tool_use in),
 fall back to the largest balanced tail of ≤ 3 messages when the split orphans a call, and replace
 the rest with a structured summary that is merged incrementally and prepended as a user message
-wrapped in ``<previous-summary>`` (``specs/seed-strategies.md`` §5). Tokens: CoPaw's
+wrapped in ``<previous-summary>`` (``docs/seed-strategies.md`` §5). Tokens: CoPaw's
 ``bytes/3.75`` estimate (its Qwen tokenizer is not shipped).
 """
 

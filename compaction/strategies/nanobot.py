@@ -3,7 +3,7 @@
 From the second LLM call of a user turn on, old history (between the system message and the
 current user message) is trimmed message by message from the oldest until its estimate fits
 ``context_budget_tokens``, then snapped to a legal start so no tool result loses its call. The
-system message and the current turn are never touched (``specs/seed-strategies.md`` §4).
+system message and the current turn are never touched (``docs/seed-strategies.md`` §4).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ second-to-last one; the scan stops at a previous summary and at the first output
 compacted; completed tool outputs (not errors) of tools other than ``skill`` add their estimate
 ``round(len/4)`` and, once the running total is strictly over 40K, are marked; they are cleared
 (OpenCode sends ``[Old tool result content cleared]`` for a compacted part) only if the marked
-outputs add up to strictly more than 20K (``specs/seed-strategies.md`` §1a). BaseAgent copied it
+outputs add up to strictly more than 20K (``docs/seed-strategies.md`` §1a). BaseAgent copied it
 as ``baseagent-prune``, without the protected tools and the summary stop.
 """
 

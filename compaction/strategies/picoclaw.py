@@ -4,7 +4,7 @@
 (``forceCompression``) and ``picoclaw-trim`` (``trimHistoryToFitContextWindow``). picoclaw's history
 is every non-system message; its summary lives in the system prompt after the exact
 ``CONTEXT_SUMMARY:`` prefix; its estimator is runes×2/5 with overheads
-(``specs/seed-strategies.md`` §2).
+(``docs/seed-strategies.md`` §2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The strategy registry: every strategy by its stable id, in DESIGN.md §5 order."""
+"""The strategy registry: every strategy by its stable id, in docs/design.md §5 order."""
 
 from __future__ import annotations
 

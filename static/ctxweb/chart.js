@@ -1,4 +1,4 @@
-/* ctxweb's session chart: one stacked column per turn, regions in the fixed order of DESIGN.md §3,
+/* ctxweb's session chart: one stacked column per turn, regions in the fixed order of docs/design.md §3,
    lines for the context window, the usable limit and the compaction trigger, markers for
    compactions and applied operations. Drawn on a canvas (fast with thousands of turns); the
    hovered or focused turn is drawn on a second canvas on top, so moving the mouse never redraws

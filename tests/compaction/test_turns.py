@@ -1,5 +1,5 @@
 """User turns, safe boundaries, tool pairs and the sanitizer: picoclaw's and nanobot's own cases
-(``specs/seed-strategies.md`` §2.5, §4.3, §4.4), the Anthropic shape, and properties."""
+(``docs/seed-strategies.md`` §2.5, §4.3, §4.4), the Anthropic shape, and properties."""
 
 from __future__ import annotations
 

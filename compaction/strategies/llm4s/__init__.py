@@ -1,7 +1,7 @@
 """LLM4S's context pipeline (PR #228, ``org.llm4s.context``), as ``llm4s-pipeline``.
 
 ``ContextManager.manageContext(conversation, budget)`` with ``ContextConfig.default``
-(``specs/seed-strategies.md`` §3), in four steps that always run in this order:
+(``docs/seed-strategies.md`` §3), in four steps that always run in this order:
 
 1. **ToolDeterministicCompaction** (:func:`compress_tool_output`): every tool output over 8 KB
    (UTF-8) is externalized behind ``[EXTERNALIZED: content_<sha256> | TYPE | summary]``; one over

@@ -1,4 +1,4 @@
-"""LLM4S's ``ContextManager.manageContext`` (``specs/seed-strategies.md`` §3.2): the four steps in
+"""LLM4S's ``ContextManager.manageContext`` (``docs/seed-strategies.md`` §3.2): the four steps in
 order, ToolDeterministicCompaction, HistoryCompression, LLMHistorySqueeze and FinalTokenTrim.
 
 :func:`manage_context` runs them on a conversation; the strategy runs the same steps on the

@@ -1,4 +1,4 @@
-"""LLM4S's ``HistoryCompressor`` (``specs/seed-strategies.md`` §3.5): regex digests of old blocks.
+"""LLM4S's ``HistoryCompressor`` (``docs/seed-strategies.md`` §3.5): regex digests of old blocks.
 
 All but the last :data:`DEFAULT_MAX_BLOCKS` semantic blocks become system messages
 ``[HISTORY_SUMMARY]\\n<digest>`` (:func:`block_digest`), consolidated into one once they pass

@@ -1,4 +1,4 @@
-"""LLM4S's ``LLMCompressor.squeezeDigest`` (``specs/seed-strategies.md`` §3.6), the pipeline's
+"""LLM4S's ``LLMCompressor.squeezeDigest`` (``docs/seed-strategies.md`` §3.6), the pipeline's
 ``LLMHistorySqueeze`` step: each ``[HISTORY_SUMMARY]`` digest rewritten by a summarizer with
 LLM4S's own prompt (:data:`DIGEST_PROMPT`).
 """

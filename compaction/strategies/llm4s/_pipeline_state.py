@@ -1,4 +1,4 @@
-"""The ``ContextManager`` pipeline's record (``specs/seed-strategies.md`` §3.2): its step names, the
+"""The ``ContextManager`` pipeline's record (``docs/seed-strategies.md`` §3.2): its step names, the
 reported steps and result, its configuration and its working state over items.
 """
 

@@ -1,4 +1,4 @@
-"""LLM4S's semantic blocks (``specs/seed-strategies.md`` §3.4): what counts as a "turn" in LLM4S.
+"""LLM4S's semantic blocks (``docs/seed-strategies.md`` §3.4): what counts as a "turn" in LLM4S.
 
 A user message opens a block that the next assistant message closes; tool messages join the open
 block. :func:`semantic_blocks` groups a conversation into :class:`Block` s.

@@ -1,4 +1,4 @@
-"""LLM4S's ``ConversationTokenCounter`` (``specs/seed-strategies.md`` §3.1), message by message.
+"""LLM4S's ``ConversationTokenCounter`` (``docs/seed-strategies.md`` §3.1), message by message.
 
 :func:`conversation_tokens` counts a conversation as LLM4S does; :class:`_MessageTokens` counts
 each message once per run, and an item is a message with its position in the strategy's draft.

@@ -1,4 +1,4 @@
-"""LLM4S's ``TokenWindow`` (``specs/seed-strategies.md`` §3.7): trim a conversation to its budget.
+"""LLM4S's ``TokenWindow`` (``docs/seed-strategies.md`` §3.7): trim a conversation to its budget.
 
 :func:`trim_to_budget` keeps a leading digest, then the newest messages that fit within
 ``budget × (1 − headroom)``; :func:`fits_in_budget` and :func:`usage_info` measure against it.

@@ -1,4 +1,4 @@
-"""LLM4S's ``ToolOutputCompressor`` (``specs/seed-strategies.md`` §3.3): externalize or compact one
+"""LLM4S's ``ToolOutputCompressor`` (``docs/seed-strategies.md`` §3.3): externalize or compact one
 tool output.
 
 An output over :data:`EXTERNALIZE_BYTES` (UTF-8) becomes an ``[EXTERNALIZED: content_<sha256> |

@@ -1,7 +1,7 @@
 """The reference agents' own token estimators, with their exact arithmetic, on our message model.
 
 A faithful strategy must decide exactly as its seed would, so each seed's estimator is reproduced
-here as it is written (``specs/seed-strategies.md`` section 6): BaseAgent floor(chars/4), Codex
+here as it is written (``docs/seed-strategies.md`` section 6): BaseAgent floor(chars/4), Codex
 ceil(bytes/4), picoclaw runes*2/5, LLM4S's tokenizer plus fixed overheads, nanobot's payload through
 cl100k, CoPaw's bytes/3.75. :data:`ESTIMATORS` makes each one a per-message function so a view can
 compare them with tiktoken on the same turn.

@@ -1,4 +1,4 @@
-"""BaseAgent's token estimator (``specs/seed-strategies.md`` §1.2): floor(chars/4) per text, a flat
+"""BaseAgent's token estimator (``docs/seed-strategies.md`` §1.2): floor(chars/4) per text, a flat
 cost per image, and a per-message overhead.
 """
 

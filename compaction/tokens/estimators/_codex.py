@@ -1,4 +1,4 @@
-"""Codex's token estimator (``specs/seed-strategies.md`` §1b): ceil(UTF-8 bytes/4), no overhead."""
+"""Codex's token estimator (``docs/seed-strategies.md`` §1b): ceil(UTF-8 bytes/4), no overhead."""
 
 from __future__ import annotations
 

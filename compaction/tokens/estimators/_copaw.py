@@ -1,4 +1,4 @@
-"""CoPaw's token estimator (``specs/seed-strategies.md`` §5.2): UTF-8 bytes/3.75 per text, as
+"""CoPaw's token estimator (``docs/seed-strategies.md`` §5.2): UTF-8 bytes/3.75 per text, as
 ReMe's ``stat_message`` counts a message's blocks, with no per-message overhead.
 """
 

@@ -1,4 +1,4 @@
-"""LLM4S's token counter (``specs/seed-strategies.md`` §3.1): its tokenizer on each message's
+"""LLM4S's token counter (``docs/seed-strategies.md`` §3.1): its tokenizer on each message's
 content, tool calls and tool call id, plus fixed per-message, per-call and per-conversation
 overheads.
 """

@@ -1,4 +1,4 @@
-"""nanobot's token estimator (``specs/seed-strategies.md`` §4.2): the message's payload as nanobot
+"""nanobot's token estimator (``docs/seed-strategies.md`` §4.2): the message's payload as nanobot
 dumps it, through cl100k, with a floor and per-message overhead of 4.
 """
 

@@ -1,4 +1,4 @@
-"""picoclaw's token estimators (``specs/seed-strategies.md`` §2.2): runes×2/5 of a message with a
+"""picoclaw's token estimators (``docs/seed-strategies.md`` §2.2): runes×2/5 of a message with a
 per-message overhead and a flat cost per media item, and the same for tool definitions.
 """
 
