@@ -3,8 +3,6 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8000
 PYTHON ?= python3
-# `make run` is for a person at a laptop: debug pages on unless the environment says otherwise.
-export DEBUG ?= 1
 
 .PHONY: run test check lint fmt worker install install-dev migrate clean
 
@@ -23,6 +21,9 @@ install-dev: $(VENV)/.installed-dev
 migrate: install
 	$(PY) manage.py migrate --noinput
 
+# `make run` is for a person at a laptop: debug pages on unless the environment says otherwise.
+# Only there: tests, workers and servers started any other way run with DEBUG off.
+run: export DEBUG ?= 1
 run: migrate
 	$(PY) manage.py seed_demo --if-empty
 	$(PY) manage.py runserver 127.0.0.1:$(PORT)

@@ -7,6 +7,9 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+    from ctxweb.datadir import prepare
+
+    prepare()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

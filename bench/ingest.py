@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from record import DOCS, machine, write_section  # noqa: E402
 
-from tests.conftest import find_transcripts  # noqa: E402
+from tests.support.transcripts import find_transcripts  # noqa: E402
 
 BENCH_DB = "ctxweb_bench"
 LATE = 100
@@ -130,6 +130,9 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
     import django
 
+    from ctxweb.datadir import prepare
+
+    prepare()  # this process is an entry point: its data folder and secret
     django.setup()
     from django.core.management import call_command
     from django.db import connection

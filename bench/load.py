@@ -36,7 +36,6 @@ import json
 import os
 import random
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from record import DOCS, machine, write_section  # noqa: E402
+
+from tests.support.servers import Daphne  # noqa: E402
 
 SECTION = "## Load"
 LOAD_DB = "ctxweb_load"
@@ -124,67 +125,6 @@ def setup_project(env: dict[str, str]) -> str:
         text=True,
     )
     return made.stdout.strip().splitlines()[-1]
-
-
-# --- servers -------------------------------------------------------------------------------------
-
-
-class Server:
-    """One ``daphne ctxweb.asgi:application`` on a free loopback port."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("daphne")),
-                "-e",
-                "tcp:port=0:interface=127.0.0.1",
-                "ctxweb.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.port: int | None = None
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if len(self.lines) < 2000:
-                self.lines.append(line)
-            found = re.search(r"Listening on TCP address [\d.]+:(\d+)", line)
-            if found and self.port is None:
-                self.port = int(found.group(1))
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.port is not None:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                    conn.request("GET", "/api/v1/health")
-                    if conn.getresponse().status == 200:
-                        conn.close()
-                        return
-                except OSError:
-                    pass
-            if self.process.poll() is not None:
-                raise SystemExit("daphne exited:\n" + "".join(self.lines[-40:]))
-            time.sleep(0.2)
-        raise SystemExit("daphne not ready in 60 s:\n" + "".join(self.lines[-40:]))
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=15)
 
 
 # --- clients -------------------------------------------------------------------------------------
@@ -457,7 +397,7 @@ def main() -> None:
 
     pg = postgres_version()
     database_create()
-    servers: list[Server] = []
+    servers: list[Daphne] = []
     try:
         with tempfile.TemporaryDirectory(prefix="ctxweb-load-") as data:
             env = server_env(args, Path(data))
@@ -468,7 +408,7 @@ def main() -> None:
             import django
 
             django.setup()
-            servers = [Server(env) for _ in range(args.servers)]
+            servers = [Daphne(env, keep_lines=2000) for _ in range(args.servers)]
             for server in servers:
                 server.wait_ready()
             ports = [s.port for s in servers if s.port is not None]

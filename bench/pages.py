@@ -50,6 +50,9 @@ def setup(data_dir: str) -> None:
     import django
     from django.core.management import call_command
 
+    from ctxweb.datadir import prepare
+
+    prepare()  # this process is an entry point: its data folder and secret
     django.setup()
     call_command("migrate", verbosity=0)
 

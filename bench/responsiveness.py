@@ -18,11 +18,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,17 +31,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
+sys.path.insert(0, str(ROOT))
 from record import machine, write_section  # noqa: E402
+
+from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
 
 SECTION = "## Responsiveness"
 KEYWORDS = "error failed tool call result must decided chosen "
 TARGET_MS = 1000
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _health_ms(url: str) -> float:
@@ -82,48 +76,10 @@ def main() -> None:
     args = parser.parse_args()
 
     data = Path(tempfile.mkdtemp(prefix="ctxweb-responsive-"))
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "REDIS_URL") and not k.startswith(("CTXWEB_", "DJANGO_"))
-    }
-    env.update(CTXWEB_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="ctxweb.settings", DEBUG="0")
-    env["CTXWEB_RATE_LIMIT"] = ""
-    script = (
-        "import io; from django.core.management import call_command; out = io.StringIO(); "
-        "call_command('migrate', verbosity=0); call_command('create_project', 'p'); "
-        "call_command('create_api_key', project='p', role='operator', stdout=out); "
-        "print(out.getvalue().strip().splitlines()[-1])"
-    )
-    made = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    key = made.stdout.strip().splitlines()[-1]
-    port = _free_port()
-    daphne = str(Path(sys.executable).with_name("daphne"))
-    server = subprocess.Popen(
-        [daphne, "-b", "127.0.0.1", "-p", str(port), "ctxweb.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _health_ms(url)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("daphne did not start") from None
-                time.sleep(0.2)
+    env = embedded_env(data, CTXWEB_RATE_LIMIT="")
+    key = create_key(env)
+    with daphne(env) as server:
+        url = server.url
         alone = []
         for _ in range(40):
             alone.append(_health_ms(url))
@@ -155,9 +111,6 @@ def main() -> None:
             during.append(_health_ms(url))
             time.sleep(0.05)
         runner.join()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
     def ms(values: list[float]) -> str:
         return f"{statistics.median(values):.1f} / {max(values):.1f}"

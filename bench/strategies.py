@@ -55,7 +55,7 @@ from compaction.tokens import REQUEST_OVERHEAD, TokenCounter, get_tokenizer  # n
 from compaction.tokens.estimators import baseagent_message_tokens  # noqa: E402
 from compaction.transcripts import parse_transcript  # noqa: E402
 from compaction.turns import is_user_turn_start  # noqa: E402
-from tests.conftest import find_transcripts  # noqa: E402
+from tests.support.transcripts import find_transcripts  # noqa: E402
 
 FACTS_SECTION = "## Strategies: facts kept at the same budget"
 PREVIEW_SECTION = "## Strategies: preview time on a 200K-token context"

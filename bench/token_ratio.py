@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from compaction.regions import context_regions  # noqa: E402
 from compaction.tokens import TokenCounter, get_tokenizer  # noqa: E402
 from compaction.transcripts import parse_transcript  # noqa: E402
-from tests.conftest import find_transcripts  # noqa: E402
+from tests.support.transcripts import find_transcripts  # noqa: E402
 
 
 def main() -> int:

@@ -4,7 +4,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from ctxweb.datadir import prepare
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+prepare()  # the data folder and the generated secret, before the settings are read
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

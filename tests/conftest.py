@@ -7,20 +7,7 @@ from pathlib import Path
 
 import pytest
 
-
-def find_transcripts() -> Path | None:
-    """The shared transcripts folder: ``$CTXWEB_TRANSCRIPTS``, else ``shared/data/transcripts``
-    beside the project's root or one of its parents."""
-    if os.environ.get("CTXWEB_TRANSCRIPTS"):
-        return Path(os.environ["CTXWEB_TRANSCRIPTS"])
-    for parent in Path(__file__).resolve().parents[1:]:
-        candidate = parent / "shared" / "data" / "transcripts"
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-TRANSCRIPTS = find_transcripts()
+from tests.support.transcripts import MISSING, find_transcripts
 
 
 @pytest.fixture
@@ -29,12 +16,9 @@ def transcripts() -> Path:
 
     Under ``CI=true`` a missing folder is a failure, never a skip.
     """
-    if TRANSCRIPTS is None or not TRANSCRIPTS.is_dir():
-        reason = (
-            "real transcripts not found: ../shared/data/transcripts is absent"
-            " (set CTXWEB_TRANSCRIPTS)"
-        )
+    found = find_transcripts()
+    if found is None or not found.is_dir():
         if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return TRANSCRIPTS
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    return found

@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import grimp
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 sys.setrecursionlimit(10_000)
 
@@ -84,3 +87,25 @@ def test_each_module_drf_settings_name_imports_first(module: str) -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_no_test_module_imports_another_or_a_private_module() -> None:
+    """Tests share code through ``tests/support`` (and fixtures through ``conftest.py``), and use
+    ctxweb's public modules only."""
+    offenders = []
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            words = line.strip().split()
+            if len(words) < 2 or words[0] not in ("from", "import"):
+                continue
+            module = words[1]
+            parts = module.split(".")
+            sibling = module.startswith(("tests.", ".")) and (
+                parts[-1].startswith("test_") or parts[-1] == "conftest"
+            )
+            private = module.startswith("ctxweb.") and any(
+                p.startswith("_") and not p.startswith("__") for p in parts
+            )
+            if sibling or private:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from compaction.errors import FormatError
 from compaction.messages import Context, context_to_dict, incremental, parse
 from compaction.messages.incremental import ParseMemo, parse_incremental
-from tests.compaction.test_messages_properties import REQUESTS, value
+from tests.support.requests import REQUESTS, value
 
 KEYS = {"openai-chat": "messages", "anthropic-messages": "messages", "openai-responses": "input"}
 

@@ -1,56 +1,66 @@
-"""Personas and clients for the project's HTTP tests: an owner, a teammate and an outsider."""
+"""Fixtures of the project's tests: the personas (:func:`world`) and a headless browser."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.test import APIClient
 
-from ctxweb.accounts.models import Project, Role
-from ctxweb.accounts.services import api_key_create, membership_set, project_create
-
-
-@dataclass
-class World:
-    project: Project
-    other_project: Project
-    owner: User
-    teammate: User
-    outsider: User
-    ingest_key: str
-    operator_key: str
-    outsider_key: str
-
-    def api(self, key: str | None = None) -> APIClient:
-        client = APIClient()
-        if key is not None:
-            client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-        return client
-
-    def login(self, user: User) -> APIClient:
-        client = APIClient()
-        client.force_login(user)
-        return client
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    """Hash test passwords with MD5: PBKDF2's deliberate slowness costs 0.5 s a user."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+from ctxweb.accounts.models import Project
+from ctxweb.accounts.services import project_create
+from tests.support.browser import PASSWORD, USERNAME, chromium, orm_beside_playwright
+from tests.support.servers import Daphne, ServerFailed, database_server_env
+from tests.support.world import World, make_world
 
 
 @pytest.fixture
 def world(db: None) -> World:
-    owner = User.objects.create_user("owner", password="pw-owner-123")
-    teammate = User.objects.create_user("teammate", password="pw-team-123")
-    outsider = User.objects.create_user("outsider", password="pw-out-123")
-    project = project_create(name="alpha", owner=owner)
-    membership_set(project=project, user=teammate, role=Role.VIEWER)
-    other = project_create(name="beta", owner=outsider)
-    _, ingest = api_key_create(project=project, role="ingest")
-    _, operator = api_key_create(project=project, role="operator")
-    _, foreign = api_key_create(project=other, role="operator")
-    return World(project, other, owner, teammate, outsider, ingest, operator, foreign)
+    return make_world()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium for a module's tests (skipped without it, failed under ``CI=true``)."""
+    with orm_beside_playwright(), chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh browser page; the test fails on any JavaScript error."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == [], f"JavaScript errors: {errors}"
+
+
+@pytest.fixture
+def project(transactional_db: None) -> Project:
+    """Project ``alpha``, owned by the browser tests' login."""
+    user = User.objects.create_user(USERNAME, password=PASSWORD)
+    return project_create(name="alpha", owner=user)
+
+
+@pytest.fixture
+def start_server(
+    transactional_db: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., Daphne]]:
+    """Start daphne processes on the test database (extra environment as keywords)."""
+    started: list[Daphne] = []
+
+    def start(**env: str) -> Daphne:
+        server = Daphne(database_server_env(tmp_path_factory.mktemp("server-data"), **env))
+        started.append(server)
+        try:
+            return server.wait_ready()
+        except ServerFailed as error:
+            pytest.fail(str(error))
+
+    yield start
+    for server in started:
+        server.stop()

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from ctxweb.contexts.models import Operation, Session, Turn
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 

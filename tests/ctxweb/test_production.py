@@ -35,8 +35,8 @@ from django.test import Client
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Operation
 from ctxweb.contexts.services import operations
-from tests.ctxweb.conftest import World
-from tests.ctxweb.test_operations import body, history
+from tests.support.builders import body, history
+from tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGIN = (b"origin", b"http://testserver")

@@ -21,8 +21,8 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 
 from ctxweb.contexts.models import Artifact
-from tests.ctxweb.conftest import World
-from tests.ctxweb.test_browser import browser, log_in, off_loop, project  # noqa: F401
+from tests.support.browser import log_in, off_loop
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 
@@ -57,12 +57,12 @@ def production_env(tmp_path: Path) -> dict[str, str]:
 
 
 def load_settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A fresh copy of ``ctxweb.settings`` evaluated under ``env`` (the real one is untouched)."""
+    """A fresh copy of ``ctxweb.settings.base`` evaluated under ``env`` (the real one untouched)."""
     # The browser tests set this for their live server; no production process has it.
     monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    path = ROOT / "ctxweb" / "settings" / "__init__.py"
+    path = ROOT / "ctxweb" / "settings" / "base.py"
     spec = importlib.util.spec_from_file_location("ctxweb_settings_under_test", path)
     assert spec is not None
     assert spec.loader is not None
@@ -196,7 +196,7 @@ def test_no_template_holds_an_inline_script_or_handler(template: str) -> None:
 
 def test_the_pages_run_only_ctxweb_s_own_scripts(world: World) -> None:
     """The rendered pages too (``json_script`` data blocks are not scripts)."""
-    from tests.ctxweb.test_operations import body, history
+    from tests.support.builders import body, history
 
     api = world.api(world.operator_key)
     api.post(
@@ -294,8 +294,8 @@ def test_the_default_rates_are_set() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_the_pages_and_the_docs_run_under_the_policy_without_violations(
     live_server: Any,
-    browser: Any,  # noqa: F811 (the browser tests' fixture)
-    project: Any,  # noqa: F811
+    browser: Any,
+    project: Any,
 ) -> None:
     from compaction.messages import parse
     from ctxweb.contexts.services import turn_ingest

@@ -14,7 +14,7 @@ from django.test import Client
 
 from ctxweb.contexts import events, selectors
 from ctxweb.shapes import OperationOutput, TurnOutput
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,20 +8,18 @@ ingestion reaches the policy through one hook, :data:`ingest.turn_stored`.
 Ingestion costs a turn its new content: every message is hashed once, the known ones are found in
 one query, only new ones are counted (through the process-wide token cache) and inserted in bulk,
 and the turn stores its message ids as a delta on the previous turn. A late turn of a session this
-process ingested before costs few statements (see :mod:`ingest`). The private helpers
-(``_canonical``, ``_parsing``, ``_recent``, ``_sessions``, ``_sql``) serve storage and ingest.
+process ingested before costs few statements (see :mod:`ingest`); :func:`as_another_process`
+runs a block as a process that did not. The private helpers (``_canonical``, ``_parsing``,
+``_recent``, ``_sessions``, ``_sql``) serve storage and ingest; nothing outside reads them.
 
 This package re-exports ingestion's API, which every interface uses.
 """
 
 from __future__ import annotations
 
-from compaction.messages import message_to_dict
-from ctxweb.contexts.services._canonical import _body_digest, _canonical_json, _digest
 from ctxweb.contexts.services._parsing import FORMATS, turn_orphans, turn_request_parse
-from ctxweb.contexts.services._recent import _RECENT
+from ctxweb.contexts.services._recent import as_another_process
 from ctxweb.contexts.services._sessions import session_get_or_create
-from ctxweb.contexts.services._sql import _batches_statements
 from ctxweb.contexts.services.ingest import (
     COMPACTION_DROP,
     IngestResult,
@@ -34,15 +32,10 @@ from ctxweb.contexts.services.ingest import (
 __all__ = [
     "COMPACTION_DROP",
     "FORMATS",
-    "_RECENT",
     "IngestResult",
     "SessionFormatConflict",
     "TurnConflict",
-    "_batches_statements",
-    "_body_digest",
-    "_canonical_json",
-    "_digest",
-    "message_to_dict",
+    "as_another_process",
     "session_get_or_create",
     "session_id_problem",
     "turn_ingest",

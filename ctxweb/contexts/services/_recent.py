@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,3 +72,18 @@ def _recent_put(key: tuple[int, str], recent: _Recent) -> None:
         _RECENT.move_to_end(key)
         while len(_RECENT) > _RECENT_MAX:
             _RECENT.popitem(last=False)
+
+
+@contextmanager
+def as_another_process() -> Iterator[None]:
+    """Run the block as another web process would: remembering no session's latest turn, and
+    leaving this process's memory as it was, stale where the block wrote a turn. What a server
+    behind round robin meets when another process answered a session's previous call."""
+    global _RECENT
+    with _RECENT_LOCK:
+        mine, _RECENT = _RECENT, OrderedDict()
+    try:
+        yield
+    finally:
+        with _RECENT_LOCK:
+            _RECENT = mine

@@ -73,10 +73,10 @@ def _synchronous_commit() -> bool:
     return bool(getattr(settings, "CTXWEB_INGEST_SYNCHRONOUS_COMMIT", True))
 
 
-@cache
 def _batches_statements() -> bool:
     """Whether one ``execute`` may carry several statements and return each one's rows: with
-    psycopg 3 binding parameters on the client, Django's default for PostgreSQL."""
+    psycopg 3 binding parameters on the client, Django's default for PostgreSQL (read from the
+    connection's settings each time: a few dictionary lookups)."""
     if connection.vendor != "postgresql":
         return False
     from django.db.backends.postgresql.psycopg_any import is_psycopg3

@@ -1,19 +1,10 @@
-"""Shared fixtures for the strategy tests: a cl100k counter and message builders."""
+"""Fixtures for the strategy tests: the cl100k counter."""
 
 from __future__ import annotations
 
 import pytest
 
-from compaction.tokens import REQUEST_OVERHEAD, TokenCounter, get_tokenizer
-
-
-class Counter(TokenCounter):
-    """The cl100k counter with the request overhead :mod:`compaction.regions` reads from it."""
-
-    REQUEST_OVERHEAD = REQUEST_OVERHEAD
-
-
-COUNTER = Counter(get_tokenizer("cl100k_base"))
+from tests.support.messages import COUNTER, Counter
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ from compaction.messages.model import Context
 from compaction.strategies import Strategy, list_strategies
 from compaction.summarizers import FactSummarizer
 from compaction.tokens import get_tokenizer
-from tests.compaction.strategies.builders import a, atc, ctx, sys, t, u
-from tests.compaction.strategies.conftest import Counter
+from tests.support.messages import Counter, a, atc, ctx, sys, t, u
 
 SIZE = 1_000_000
 WATCHDOG_SECONDS = 60

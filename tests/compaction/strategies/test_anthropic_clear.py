@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from compaction.regions import ANTHROPIC_CLEARED_MARKER
 from compaction.strategies import get_strategy
-
-from .builders import a, atc, ctx, t, u
+from tests.support.messages import a, atc, ctx, t, u
 
 
 def _context():

@@ -9,8 +9,7 @@ from compaction.strategies.baseagent import (
     middle_out_truncate,
     prune_targets,
 )
-
-from .builders import a, atc, ctx, sys, t, u
+from tests.support.messages import a, atc, ctx, sys, t, u
 
 
 def test_opencode_prune_clears_an_old_big_output():

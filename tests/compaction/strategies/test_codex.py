@@ -8,8 +8,7 @@ from compaction.strategies.codex import (
     build_compacted_history,
     content_items_to_text,
 )
-
-from .builders import a, ctx, sys, u
+from tests.support.messages import a, ctx, sys, u
 
 
 def test_build_compacted_history_truncates_the_user_message_to_the_limit():

@@ -17,8 +17,7 @@ from compaction.strategies.copaw import (
     truncate_tool_text,
 )
 from compaction.tokens.estimators import copaw_message_tokens
-
-from .builders import a, ctx, sys, u
+from tests.support.messages import a, ctx, sys, u
 
 
 def use(call_id, data="x"):

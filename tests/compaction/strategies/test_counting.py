@@ -17,10 +17,7 @@ from compaction.tokens.estimators import (
     picoclaw_message_tokens,
     picoclaw_tooldefs_tokens,
 )
-
-from .builders import atc, t, u
-from .conftest import Counter
-from .test_properties import PARAMS, contexts
+from tests.support.messages import PARAMS, Counter, atc, contexts, t, u
 
 CL100K = get_tokenizer("cl100k_base")
 

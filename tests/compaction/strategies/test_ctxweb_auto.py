@@ -10,8 +10,7 @@ from compaction.regions import context_regions, is_summary
 from compaction.strategies import get_strategy
 from compaction.strategies.ctxweb_auto import DIGEST_HEADER, SUMMARY_HEADER, pointer
 from compaction.turns import orphans
-
-from .builders import a, atc, ctx, sys, t, u
+from tests.support.messages import a, atc, ctx, sys, t, u
 
 
 def _context(turns=20, size=3000):

@@ -36,8 +36,7 @@ from compaction.strategies.llm4s import (
 from compaction.summarizers import SummarizerError
 from compaction.tokens import REQUEST_OVERHEAD, TokenCounter
 from compaction.turns import orphans
-
-from .builders import a, atc, ctx, sys, t, u
+from tests.support.messages import a, atc, ctx, sys, t, u
 
 
 def count(text: str) -> int:

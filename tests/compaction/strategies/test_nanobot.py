@@ -9,8 +9,7 @@ from __future__ import annotations
 from compaction.strategies import get_strategy
 from compaction.strategies.nanobot import clamp_budget, fallback_tokens, trim_history_for_budget
 from compaction.turns import orphans
-
-from .builders import a, atc, ctx, sys, t, u
+from tests.support.messages import a, atc, ctx, sys, t, u
 
 
 def S():

@@ -12,8 +12,7 @@ from compaction.strategies.opencode import (
     prune_targets,
     usable,
 )
-
-from .builders import a, atc, ctx, t, u
+from tests.support.messages import a, atc, ctx, t, u
 
 STRATEGY = get_strategy("opencode-prune")
 

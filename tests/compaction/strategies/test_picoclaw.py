@@ -5,8 +5,7 @@ from __future__ import annotations
 from compaction.strategies import get_strategy
 from compaction.strategies.picoclaw import CONTEXT_SUMMARY_PREFIX
 from compaction.tokens.estimators import picoclaw_message_tokens
-
-from .builders import a, ctx, u
+from tests.support.messages import a, ctx, u
 
 
 def _summary(plan) -> str:

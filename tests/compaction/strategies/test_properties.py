@@ -13,43 +13,7 @@ from hypothesis import strategies as st
 from compaction.messages.model import Context, Message
 from compaction.strategies import get_strategy, list_strategies
 from compaction.turns import orphans
-
-from .builders import a, atc, sys, t, u
-from .conftest import COUNTER
-
-_words = st.text(alphabet="abc xyz/._-\n0123456789É", min_size=0, max_size=400)
-
-
-@st.composite
-def contexts(draw: st.DrawFn) -> Context:
-    messages: list[Message] = [sys(draw(_words))] if draw(st.booleans()) else []
-    counter = 0
-    for _ in range(draw(st.integers(0, 8))):
-        messages.append(u(draw(_words)))
-        for _ in range(draw(st.integers(0, 3))):
-            ids = [f"c{counter + k}" for k in range(draw(st.integers(1, 2)))]
-            counter += len(ids)
-            messages.append(atc(*ids))
-            size = draw(st.sampled_from([10, 3000, 12_000, 50_000]))
-            messages.extend(t(i, draw(_words) + "x" * size) for i in ids)
-        if draw(st.booleans()):
-            messages.append(a(draw(_words)))
-    return Context("openai-chat", tuple(messages))
-
-
-PARAMS = {
-    "baseagent-prune": {"protect_tokens": 2000, "minimum_savings": 100},
-    "baseagent-compact": {"context_limit": 20_000, "output_reserve": 1000},
-    "opencode-prune": {"protect_tokens": 2000, "minimum_savings": 100},
-    "picoclaw-summarize": {"context_window": 20_000, "message_threshold": 4},
-    "picoclaw-trim": {"context_window": 20_000, "max_tokens": 1000},
-    "llm4s-pipeline": {"budget": 3000},
-    "nanobot-trim": {"budget": 500, "estimator": "fallback"},
-    "copaw-compact": {"max_input_length": 20_000},
-    "anthropic-clear-tool-uses": {"trigger": 1000, "keep": 1},
-    "ctxweb-auto": {"target_tokens": 3000},
-}
-
+from tests.support.messages import COUNTER, PARAMS, contexts
 
 #: Further parameter sets checked beside each strategy's entry above (the seeds' deviations on).
 EXTRA_PARAMS = {

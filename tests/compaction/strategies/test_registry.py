@@ -7,8 +7,7 @@ import pytest
 import compaction.strategies as strategies
 from compaction.errors import StrategyError
 from compaction.strategies import get_strategy, list_strategies
-
-from .builders import ctx, u
+from tests.support.messages import ctx, u
 
 
 def test_public_api_is_pinned():

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -30,12 +28,9 @@ from typing import Any
 import pytest
 
 from ctxweb.contexts.demo import coding_session
-from tests.ctxweb.chromium import chromium, require_chromium
+from tests.support.browser import PASSWORD, USERNAME, chromium, require_chromium, shot
+from tests.support.servers import ROOT, Daphne, create_key, daphne, embedded_env
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "test-output" / "screenshots"
-USERNAME = "operator"
-PASSWORD = "pw-operator-123"
 PROJECT = "live"
 SESSION = "live-session"
 #: The ingest bodies: the first ``INITIAL`` posted before the page opens, the next one live.
@@ -57,61 +52,17 @@ pytestmark = [pytest.mark.browser]
 class Server:
     url: str
     key: str
-    log: Path
+    daphne: Daphne
 
 
 def _environment(data_dir: Path) -> dict[str, str]:
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("DATABASE_URL", "REDIS_URL", "DEBUG", "ALLOWED_HOSTS")
-        and not name.startswith(("CTXWEB_", "DJANGO_", "CELERY_"))
-    }
+    env = embedded_env(data_dir)
     # Opt-in production shape (never in the default passes): an empty throwaway PostgreSQL
     # database and a Redis database; a Celery worker then runs the operations.
     for name in ("DATABASE_URL", "REDIS_URL"):
         if os.environ.get(f"LIVE_TEST_{name}"):
             env[name] = os.environ[f"LIVE_TEST_{name}"]
-    env.update(
-        CTXWEB_DATA_DIR=str(data_dir),
-        DJANGO_SETTINGS_MODULE="ctxweb.settings",
-        PYTHONUNBUFFERED="1",
-    )
     return env
-
-
-def _manage(env: dict[str, str], *args: str, **extra_env: str) -> str:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env={**env, **extra_env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, f"manage.py {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"daphne exited with {process.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/v1/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"daphne did not answer within 30 s:\n{log.read_text()[-4000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -119,63 +70,29 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     require_chromium()  # checked first: no server is started for a skipped test
     data_dir = tmp_path_factory.mktemp("ctxweb-live")
     env = _environment(data_dir)
-    _manage(env, "migrate", "--noinput")
-    # The contract's commands, run in one interpreter (each start of manage.py costs seconds).
-    script = (
-        "import io; from django.core.management import call_command; out = io.StringIO(); "
-        "call_command('createsuperuser', interactive=False); "
-        f"call_command('create_project', {PROJECT!r}, owner={USERNAME!r}); "
-        f"call_command('create_api_key', project={PROJECT!r}, role='operator', stdout=out); "
-        "print(out.getvalue().strip().splitlines()[-1])"
-    )
-    output = _manage(
-        env,
-        "shell",
-        "-c",
-        script,
-        DJANGO_SUPERUSER_USERNAME=USERNAME,
-        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
-        DJANGO_SUPERUSER_EMAIL="operator@example.com",
-    )
-    key = output.strip().splitlines()[-1].strip()
-
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = data_dir / "daphne.log"
-    daphne = str(Path(sys.executable).with_name("daphne"))
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [daphne, "-b", "127.0.0.1", "-p", str(port), "ctxweb.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    processes = [process]
+    key = create_key(env, project=PROJECT, role="operator", owner=USERNAME, password=PASSWORD)
+    worker = None
+    if env.get("REDIS_URL"):
+        celery = str(Path(sys.executable).with_name("celery"))
+        with (data_dir / "celery.log").open("wb") as out:
+            worker = subprocess.Popen(
+                [celery, "-A", "ctxweb", "worker", "--pool=solo", "--loglevel=info"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
     try:
-        if env.get("REDIS_URL"):
-            celery = str(Path(sys.executable).with_name("celery"))
-            with (data_dir / "celery.log").open("wb") as out:
-                processes.append(
-                    subprocess.Popen(
-                        [celery, "-A", "ctxweb", "worker", "--pool=solo", "--loglevel=info"],
-                        cwd=ROOT,
-                        env=env,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
-        _wait_until_serving(url, process, log)
-        yield Server(url=url, key=key, log=log)
+        with daphne(env) as running:
+            yield Server(url=running.url, key=key, daphne=running)
     finally:
-        for running in processes:
-            running.terminate()
-        for running in processes:
+        if worker is not None:
+            worker.terminate()
             try:
-                running.wait(timeout=10)
+                worker.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                running.kill()
-                running.wait(timeout=10)
+                worker.kill()
+                worker.wait(timeout=10)
 
 
 def api(server: Server, method: str, path: str, body: Any = None) -> Any:
@@ -218,11 +135,6 @@ def new_page(browser: Any) -> Iterator[Callable[[], Any]]:
     yield new_page
     context.close()
     assert errors == [], f"JavaScript errors: {errors}"
-
-
-def shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 def stack_count(page: Any) -> int:

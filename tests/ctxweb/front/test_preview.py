@@ -12,7 +12,7 @@ from django.test import Client
 from compaction.strategies import STRATEGIES, make_artifact
 from ctxweb.contexts.models import Artifact, Operation, Session
 from ctxweb.front.artifacts import ARTIFACT_PAGE_CHARS
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 
@@ -20,12 +20,6 @@ SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
 LINK = '<a href="javascript:alert(1)">click me</a>'
 HOSTILE = f"Build log\n{SCRIPT}\n{IMG}\n{LINK}\n" + "compiled module ok\n" * 40
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    """The personas' passwords hashed cheaply: PBKDF2 would cost every test here seconds."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def messages(tool_output: str) -> list[dict[str, Any]]:

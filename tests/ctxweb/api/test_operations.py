@@ -4,7 +4,6 @@ operation runs synchronously when the request's transaction commits (``CTXWEB_TA
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -13,43 +12,14 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from compaction.messages import Message, parse
+from compaction.messages import parse
 from ctxweb.contexts import events
 from ctxweb.contexts.models import Artifact, ManagedContext, Operation, Session, Turn
 from ctxweb.contexts.services import operations
-from tests.ctxweb.conftest import World
+from tests.support.builders import body, history
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
-
-OUTPUT = "".join(
-    f"line {n}: src/app/module_{n % 7}.py computed value {n * 3} for the report\n"
-    for n in range(300)
-)
-
-
-def history(steps: int = 3, output: str = OUTPUT) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
-    for i in range(steps):
-        messages += [
-            {"role": "user", "content": f"Step {i}: read file {i}."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{i}",
-                        "type": "function",
-                        "function": {"name": "read", "arguments": json.dumps({"path": f"f{i}"})},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"file {i}\n{output}"},
-        ]
-    return messages
-
-
-def body(messages: Sequence[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"format": "openai-chat", "request": {"model": "gpt-4o", "messages": list(messages)}}
 
 
 @pytest.fixture(autouse=True)
@@ -221,27 +191,26 @@ def test_outsiders_see_no_session_and_no_operation(
         assert client.get("/api/v1/sessions/s1/context").status_code == 404
 
 
-class FailingSummarizer:
-    def summarize(self, messages: Sequence[Message], *, previous: str | None, prompt: str) -> str:
-        raise ConnectionError("LLM endpoint refused the connection")
-
-
 def test_a_failed_llm_summary_fails_the_operation_and_changes_nothing(
-    world: World, session: Session, commit: Any, monkeypatch: pytest.MonkeyPatch
+    world: World, session: Session, commit: Any, settings: Any
 ) -> None:
-    monkeypatch.setattr(operations._running, "operation_summarizer", FailingSummarizer)
+    # The configured LLM endpoint refuses connections (nothing listens on loopback port 9).
+    settings.CTXWEB_LLM_PROVIDER = "openai"
+    settings.CTXWEB_LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.CTXWEB_LLM_API_KEY = "sk-test"
     client = world.api(world.operator_key)
     before = client.get("/api/v1/sessions/s1/context").json()
     created = commit(lambda: apply(client, "s1", "codex-compact")).json()
     operation = client.get(f"/api/v1/operations/{created['id']}").json()
     assert operation["status"] == "failed"
-    assert "LLM endpoint refused the connection" in operation["error"]
+    assert "openai" in operation["error"]
+    assert "connection" in operation["error"].lower()
     assert operation["result"] is None
     assert not Artifact.objects.exists()
     assert not ManagedContext.objects.exists()
     assert client.get("/api/v1/sessions/s1/context").json() == before
-    # The session is free again: the next operation runs.
-    monkeypatch.undo()
+    # The session is free again: the next operation runs (the offline summarizer this time).
+    settings.CTXWEB_LLM_PROVIDER = ""
     again = commit(lambda: apply(client, "s1", "codex-compact"))
     assert again.status_code == 202
 

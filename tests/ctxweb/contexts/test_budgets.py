@@ -17,7 +17,7 @@ import pytest
 from django.test import Client
 
 from ctxweb.contexts.services import budgets, planning
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 

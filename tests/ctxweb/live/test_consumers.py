@@ -14,8 +14,8 @@ from django.test import Client
 
 from ctxweb.asgi import application
 from ctxweb.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from tests.ctxweb.conftest import World
-from tests.ctxweb.test_operations import body, history
+from tests.support.builders import body, history
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,15 +20,9 @@ from ctxweb.contexts.management.commands.import_transcript import ProgressBar
 from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services import imports as importing
 from ctxweb.contexts.services.imports import transcript_import
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    """The personas' passwords hashed cheaply: PBKDF2 would cost every test here 1.5 s."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 # (file, transcript format, turns per session, turns with reported usage, compaction events the

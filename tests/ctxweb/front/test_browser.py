@@ -8,81 +8,23 @@ screenshot under ``test-output/screenshots/``.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 
 from compaction.messages import parse
 from compaction.regions import REGIONS
 from compaction.transcripts import parse_transcript
 from ctxweb.accounts.models import Project
-from ctxweb.accounts.services import project_create
 from ctxweb.contexts.models import Artifact, Turn
 from ctxweb.contexts.services import turn_ingest
-from tests.ctxweb.chromium import chromium
+from tests.support.browser import log_in, off_loop, shot
 
-# Django's live_server runs in a thread; sync Playwright keeps an event loop in this one, which
-# Django would otherwise take for an async context and refuse ORM calls.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 TRAJECTORY = "swe-agent/pydicom-1458.traj"
-PASSWORD = "pw-operator-123"
-T = TypeVar("T")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == [], f"JavaScript errors: {errors}"
-
-
-@pytest.fixture
-def project(transactional_db: None) -> Project:
-    user = User.objects.create_user("operator", password=PASSWORD)
-    return project_create(name="alpha", owner=user)
-
-
-def shot(page: Any, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path))  # the viewport: a long inspector page takes seconds in full
-    return path
-
-
-def log_in(page: Any, base: str) -> None:
-    page.goto(f"{base}/")
-    assert "/accounts/login/" in page.url
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
-def off_loop(function: Callable[..., T], *args: Any) -> T:
-    """Run ``function`` in a thread without an event loop: ingestion publishes live events with
-    ``async_to_sync``, which refuses to run beside sync Playwright's loop."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(function, *args).result()
 
 
 def import_trajectory(project: Project, transcripts: Path) -> tuple[str, int]:

@@ -1,7 +1,7 @@
 """Bad input through HTTP: each gets a 4xx in the contract's error shape naming the field, and
 nothing is stored or changed (every table's row count and the stored session stay as they were).
 
-Cases already in ``test_ingest_api.py`` (the basic malformed shapes) are not repeated here.
+Cases already in ``test_turns.py`` (the basic malformed shapes) are not repeated here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ctxweb.contexts.models import (
     ToolSet,
     Turn,
 )
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 

@@ -14,15 +14,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from compaction.strategies import STRATEGIES, list_strategies
 from ctxweb.contexts.models import Artifact, Session, Turn
 from ctxweb.contexts.services import planning
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    """The personas' passwords hashed cheaply: PBKDF2 would cost every test here seconds."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 SYSTEM = {"role": "system", "content": "You are a careful coding agent."}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from typing import Any
@@ -12,10 +13,10 @@ from channels.layers import InMemoryChannelLayer
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from compaction.messages import parse
+from compaction.messages import message_to_dict, parse
 from ctxweb.contexts import events, selectors, services
 from ctxweb.contexts.models import Message, Session, Turn
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 
@@ -307,8 +308,9 @@ def assert_turn_holds(turn: Turn, turns: int) -> None:
 def test_a_late_turn_takes_the_same_few_statements_whatever_the_session_length(
     world: World, monkeypatch: pytest.MonkeyPatch, batched: bool
 ) -> None:
-    if not batched:  # as with a driver that cannot send several statements at once
-        monkeypatch.setattr(services._sessions, "_batches_statements", lambda: False)
+    if not batched:  # a driver binding parameters on the server sends one statement at a time
+        options = connection.settings_dict["OPTIONS"]
+        monkeypatch.setitem(options, "server_side_binding", True)
     for n in range(1, 40):
         ingest(world, "long", n)
     counts = []
@@ -318,8 +320,12 @@ def test_a_late_turn_takes_the_same_few_statements_whatever_the_session_length(
         counts.append(len(statements(queries)))
         assert_turn_holds(turn, n)
     # Lock and read the session, read its previous turn, insert the new messages; save the
-    # session and insert the turn. PostgreSQL gets them in two round trips.
-    assert counts == [2, 2] if services._sessions._batches_statements() else [5, 5]
+    # session and insert the turn (one statement on PostgreSQL). PostgreSQL gets them in two
+    # round trips when its driver may batch statements.
+    if connection.vendor != "postgresql":
+        assert counts == [5, 5]
+    else:
+        assert counts == ([2, 2] if batched else [4, 4])
 
 
 def test_a_turn_whose_previous_turn_another_process_wrote_is_stored_whole(
@@ -327,15 +333,15 @@ def test_a_turn_whose_previous_turn_another_process_wrote_is_stored_whole(
 ) -> None:
     for n in range(1, 4):
         ingest(world, "s1", n)
-    # As if another process had stored the previous turn: what this one remembers is stale,
-    # yet the messages it guessed new were inserted with the lock.
-    key = (world.project.pk, "s1")
-    services._RECENT[key].turn_key = (0, None)
-    turn = ingest(world, "s1", 4)
-    assert_turn_holds(turn, 4)
-    distinct = {json.dumps(m, sort_keys=True) for m in conversation(4)}
+    # Another process stores turn 4: what this one remembers is stale, yet the messages it
+    # guesses new for turn 5 (turn 4's among them) are inserted with the lock, once.
+    with services.as_another_process():
+        assert_turn_holds(ingest(world, "s1", 4), 4)
+    turn = ingest(world, "s1", 5)
+    assert_turn_holds(turn, 5)
+    distinct = {json.dumps(m, sort_keys=True) for m in conversation(5)}
     assert Message.objects.count() == len(distinct)  # each stored once
-    assert_turn_holds(ingest(world, "s1", 5), 5)
+    assert_turn_holds(ingest(world, "s1", 6), 6)
 
 
 def fail_after_storing(world: World, external_id: str, turns: int) -> None:
@@ -363,13 +369,11 @@ def test_a_turn_stored_elsewhere_in_place_of_one_rolled_back_is_told_from_it(
     with pytest.raises(RuntimeError):
         fail_after_storing(world, "s1", 4)
     # Another process stores another turn in its place: SQLite may give it the same keys.
-    key = (world.project.pk, "s1")
-    remembered = services._RECENT[key]
     other = conversation(4)
     other[-1] = {**other[-1], "content": "another output"}
     context = parse("openai-chat", chat(*other))
-    services.turn_ingest(project=world.project, external_id="s1", context=context)
-    services._RECENT[key] = remembered
+    with services.as_another_process():
+        services.turn_ingest(project=world.project, external_id="s1", context=context)
     turn = ingest(world, "s1", 5)
     assert_turn_holds(turn, 5)
 
@@ -378,13 +382,17 @@ def test_a_retry_of_a_turn_hashed_the_former_way_is_still_recognized(world: Worl
     client = world.api(world.ingest_key)
     body = {"format": "openai-chat", "request": chat(SYSTEM, ASK), "turn_id": "t-1"}
     assert post(client, "s1", body).status_code == 201
-    # Turns stored before bodies hashed their messages' hashes listed.
+
+    # Turns stored before hashed the body with its messages' hashes listed in their place:
+    # the SHA-256 of canonical JSON (sorted keys, no spaces, UTF-8).
+    def sha256(value: Any) -> str:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
     context = parse("openai-chat", body["request"])
-    hashes = [
-        services._digest(services._canonical_json(services.message_to_dict(m)))
-        for m in context.messages
-    ]
-    Turn.objects.update(body_hash=services._body_digest(body, context, hashes, listed=True))
+    hashes = [sha256(message_to_dict(m)) for m in context.messages]
+    listed = {**body, "request": {**body["request"], "messages": {"ctxweb:message_hashes": hashes}}}
+    Turn.objects.update(body_hash=sha256(listed))
     assert post(client, "s1", body).status_code == 200
     other = {**body, "request": chat(SYSTEM, ASK, CALL, RESULT)}
     assert post(client, "s1", other).status_code == 409

@@ -28,9 +28,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ctxweb.wsgi import application
-from tests.ctxweb.conftest import World
-from tests.ctxweb.test_isolation import API
-from tests.ctxweb.test_operations import body, history
+from tests.support.builders import body, history
+from tests.support.routes import API
+from tests.support.world import World
 
 #: Examples per operation; with about twenty operations this stays under a minute.
 MAX_EXAMPLES = 20

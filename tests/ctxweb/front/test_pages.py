@@ -26,7 +26,7 @@ from ctxweb.contexts.selectors import turn_diff
 from ctxweb.contexts.services import turn_ingest
 from ctxweb.front.charts import sparkline
 from ctxweb.front.templatetags.dashboard import pointers, pretty_json
-from tests.ctxweb.conftest import World
+from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,283 @@
+"""ctxweb's settings, driven by the environment, with a working default for everything.
+
+With no environment set ctxweb runs embedded: SQLite and artifacts under ``./data``, the in-memory
+channel layer and tasks executed in process. ``DATABASE_URL`` and ``REDIS_URL`` switch to the
+production shape (PostgreSQL, channels-redis, Celery workers on the Redis broker).
+"""
+
+from __future__ import annotations
+
+import os
+
+import dj_database_url
+import django_stubs_ext
+
+from ctxweb.datadir import BASE_DIR, data_dir, secret_key
+
+# Lets classes like ModelAdmin[Project] be subscripted at run time, as the type stubs expect.
+django_stubs_ext.monkeypatch()
+
+
+def envbool(name: str, default: bool) -> bool:
+    """Read a boolean from the environment: 1/true/yes/on are true, anything else false."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def envint(name: str, default: int) -> int:
+    """Read an integer from the environment."""
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def envfloat(name: str, default: float) -> float:
+    """Read a number from the environment."""
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
+def envlist(name: str, default: str) -> list[str]:
+    """Read a comma-separated list from the environment."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# The data folder (SQLite, artifacts, the generated secret) is created by ctxweb.datadir.prepare()
+# where a process starts, never by reading these settings.
+DATA_DIR = data_dir()
+SECRET_KEY = secret_key(DATA_DIR)
+DEBUG = envbool("DEBUG", False)
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "ctxweb.accounts",
+    "ctxweb.contexts",
+    "ctxweb.front",
+]
+
+MIDDLEWARE = [
+    "ctxweb.middleware.SecurityHeadersMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "ctxweb.middleware.BodySizeLimitMiddleware",
+    "ctxweb.middleware.NulCharacterMiddleware",
+    "ctxweb.middleware.ApiNotFoundMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "ctxweb.middleware.PageRateLimitMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ctxweb.urls"
+ASGI_APPLICATION = "ctxweb.asgi.application"
+WSGI_APPLICATION = "ctxweb.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}",
+        conn_max_age=envint("CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the dashboard read while a turn is being written; the timeout waits out writers.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": DATA_DIR / "artifacts"},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Serve static files straight from the finders: no collectstatic step before `make run`.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# Live updates and background work. Unset REDIS_URL: everything runs inside the one process.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The cache holds the API's rate-limit counters: shared through Redis when there is one.
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # A hung Redis must not hang every API request (the throttle then lets it through).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+    | {"KEY_PREFIX": "ctxweb"}
+}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# Embedded shape: operations run in a background thread after commit, so the request returns at
+# once and progress streams live. Tests set this to run them synchronously on commit instead.
+CTXWEB_TASKS_INLINE = envbool("CTXWEB_TASKS_INLINE", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = envint("CTXWEB_OPERATION_TIME_LIMIT", 600)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "ctxweb.api.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "ctxweb.api.errors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "ctxweb.api.parsers.JsonBodyParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "ctxweb.api.throttling.ApiRateThrottle",
+        "ctxweb.api.throttling.CostlyRateThrottle",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "ctxweb.api.pagination.StrictLimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ctxweb API",
+    "DESCRIPTION": "Ingest what agents send their model; inspect, preview and apply compaction.",
+    "VERSION": "1.0.0",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ctxweb.api.schema.document_errors",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "MessageFormatEnum": "compaction.messages.FORMATS",
+        "ImportFormatEnum": "ctxweb.api.imports.FORMAT_CHOICES",
+    },
+}
+
+# Rate limits per API key (or per dashboard user): every request, and the costly ones (previews,
+# operations, imports) again. "N/s", "N/min", "N/hour" or "N/day"; empty turns a limit off.
+CTXWEB_RATE_LIMIT = os.environ.get("CTXWEB_RATE_LIMIT", "1200/min")
+CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
+
+# Previews plan over a whole context inside the web process: at most CTXWEB_PREVIEW_WORKERS at
+# once per process, each stopped after CTXWEB_PREVIEW_SECONDS (the API answers 422, or 503 when
+# every slot stayed busy); applying a strategy runs on a worker with no such limit.
+CTXWEB_PREVIEW_WORKERS = envint("CTXWEB_PREVIEW_WORKERS", 2)
+CTXWEB_PREVIEW_SECONDS = envfloat("CTXWEB_PREVIEW_SECONDS", 20.0)
+
+# PostgreSQL: 0 lets an ingest's commit return before the disk flush (SET LOCAL
+# synchronous_commit TO OFF): faster ingest, but a database crash can lose the last fraction of a
+# second of acknowledged turns (whole turns, never part of one). Durable by default.
+CTXWEB_INGEST_SYNCHRONOUS_COMMIT = envbool("CTXWEB_INGEST_SYNCHRONOUS_COMMIT", True)
+
+# Request size: a turn carries a whole context; 32 MB by default, 413 above it.
+CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
+CTXWEB_LLM_PROVIDER = os.environ.get("CTXWEB_LLM_PROVIDER", "")
+CTXWEB_LLM_BASE_URL = os.environ.get("CTXWEB_LLM_BASE_URL", "")
+CTXWEB_LLM_MODEL = os.environ.get("CTXWEB_LLM_MODEL", "")
+CTXWEB_LLM_API_KEY = os.environ.get("CTXWEB_LLM_API_KEY", "")
+
+# Security headers on every response; ctxweb.middleware adds the Content-Security-Policy.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# CTXWEB_HTTPS=1: served over HTTPS (directly or behind a proxy that sets X-Forwarded-Proto).
+# Cookies are then secure-only, plain HTTP redirects to HTTPS (but the health check, which load
+# balancers call over HTTP) and browsers are told to use HTTPS only (HSTS).
+CTXWEB_HTTPS = envbool("CTXWEB_HTTPS", False)
+if CTXWEB_HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

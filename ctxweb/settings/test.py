@@ -1,0 +1,28 @@
+"""The test suite's settings: the base ones, made fast and kept out of the project's ``./data``.
+
+Servers and workers that tests start in a subprocess run on :mod:`ctxweb.settings` with an
+environment of their own (a throwaway ``CTXWEB_DATA_DIR``, ``DATABASE_URL``, ``REDIS_URL``).
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+from ctxweb.settings.base import *  # noqa: F403
+
+DEBUG = False
+SECRET_KEY = os.environ.get("SECRET_KEY") or "ctxweb-tests-only-" + "x" * 40
+# Artifacts land in a folder of this test process; the storage creates it on first save.
+DATA_DIR = Path(tempfile.gettempdir()) / f"ctxweb-tests-{os.getpid()}"
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": DATA_DIR / "artifacts"},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Static files come from the finders; nothing is collected.
+STATIC_ROOT: Path | None = None  # type: ignore[no-redef]
+WHITENOISE_AUTOREFRESH = False
+# PBKDF2's deliberate slowness costs half a second a user.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
