@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from django.conf import settings
@@ -38,6 +39,95 @@ class BodySizeLimitMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class BodyLimitASGIMiddleware:
+    """The body cap, enforced in ASGI before Django reads a byte (Django copies a whole body
+    before any middleware runs).
+
+    A declared ``Content-Length`` over ``CTXWEB_MAX_REQUEST_BYTES`` is answered 413 at once. A body
+    sent without one (``Transfer-Encoding: chunked``) is read here, up to the cap: 413 as soon as
+    it goes over, else handed to Django with its length (Django reads no body without one, so a
+    chunked turn used to arrive empty).
+    """
+
+    def __init__(self, app: Any) -> None:  # an ASGI application (Django's handler)
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        headers = list(scope.get("headers") or [])
+        declared = [value for name, value in headers if name.lower() == b"content-length"]
+        if declared:
+            text = declared[0].decode("latin-1").strip()
+            if text.isdigit() and text.isascii() and int(text) > limit:
+                await _too_large(send, f"The request body is {int(text)} bytes", limit)
+                return
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > limit:
+                await _too_large(send, f"The request body is over {limit} bytes", limit)
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        if size == 0:
+            replayed = b""
+        else:
+            replayed = b"".join(chunks)
+            headers = [(n, v) for n, v in headers if n.lower() != b"transfer-encoding"]
+            headers.append((b"content-length", str(size).encode()))
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": replayed, "more_body": False}
+            return await receive()
+
+        await self.app({**scope, "headers": headers}, replay, send)
+
+
+async def _too_large(send: Send, what: str, limit: int) -> None:
+    body = json.dumps(
+        {
+            "error": {
+                "code": "too_large",
+                "message": f"{what}; the limit is {limit}.",
+                "fields": {},
+            }
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _error(status: int, code: str, message: str, fields: dict[str, str]) -> JsonResponse:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ctxweb.accounts.models import ApiKey, KeyRole, Membership, Project, Role, hash_key
@@ -54,12 +60,54 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
     return key
 
 
-def api_key_touch(*, key: ApiKey) -> None:
-    """Record that a key was used, at most once a minute to spare the database."""
+logger = logging.getLogger(__name__)
+
+#: How often a key's ``last_used_at`` is written at most, in seconds.
+TOUCH_EVERY = 60
+#: This process's last record of each key's use (by primary key): a key is written once a
+#: minute per process at most, whatever its row said when the request read it.
+_TOUCHED: dict[int, datetime] = {}
+_TOUCHED_LOCK = threading.Lock()
+#: One thread, its own database connection: a request never waits on this write (on SQLite a
+#: read would otherwise queue behind a long import's write lock).
+_TOUCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxweb-key-touch")
+
+
+def api_key_touch(*, key: ApiKey) -> Future[None] | None:
+    """Record that ``key`` was used, off the request's path: at most once a minute, in a
+    background thread (inline with ``CTXWEB_TASKS_INLINE``). Returns the pending write, if any.
+
+    Losing a record (the database busy or down) costs ``last_used_at`` a minute of accuracy,
+    never the request: the failure is logged.
+    """
     now = timezone.now()
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-        key.last_used_at = now
+    with _TOUCHED_LOCK:
+        seen = [t for t in (key.last_used_at, _TOUCHED.get(key.pk)) if t is not None]
+        if seen and (now - max(seen)).total_seconds() <= TOUCH_EVERY:
+            return None
+        _TOUCHED[key.pk] = now
+    key.last_used_at = now
+    if getattr(settings, "CTXWEB_TASKS_INLINE", False):
+        _api_key_record_use(key.pk, now, close=False)
+        return None
+    return _TOUCHER.submit(_api_key_record_use, key.pk, now)
+
+
+def api_key_touches_wait(timeout: float = 30) -> None:
+    """Wait until every recorded use so far is written (tests, and a process shutting down)."""
+    _TOUCHER.submit(lambda: None).result(timeout=timeout)
+
+
+def _api_key_record_use(pk: int, when: datetime, *, close: bool = True) -> None:
+    try:
+        ApiKey.objects.filter(pk=pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=when)
+        ).update(last_used_at=when)
+    except DatabaseError as error:
+        logger.warning("could not record the use of API key %s: %s", pk, error)
+    finally:
+        if close:
+            connection.close()  # this thread's own connection
 
 
 def user_get_or_create(*, username: str) -> User:

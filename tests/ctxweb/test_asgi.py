@@ -1,0 +1,151 @@
+"""The ASGI application's body cap: a body without ``Content-Length`` (chunked) is read up to
+``CTXWEB_MAX_REQUEST_BYTES`` and handed to Django whole (it used to arrive empty), refused with 413
+as soon as it goes over; a declared length over the cap is refused before a byte is read.
+
+Through the real ``ctxweb.asgi.application`` in process, and once through daphne with a client
+that sends ``Transfer-Encoding: chunked``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from ctxweb.asgi import application
+from ctxweb.contexts.models import Turn
+from tests.support.builders import body, history
+from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.world import World
+
+
+def call(
+    path: str, key: str, chunks: list[bytes], *, headers: list[tuple[bytes, bytes]] | None = None
+) -> tuple[int, Any, int]:
+    """POST ``chunks`` as separate ASGI body messages; (status, JSON body, messages read)."""
+    read = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal read
+        if read < len(chunks):
+            read += 1
+            return {
+                "type": "http.request",
+                "body": chunks[read - 1],
+                "more_body": read < len(chunks),
+            }
+        await asyncio.sleep(3600)  # the client waits for its answer (Django cancels this)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            *(headers or [(b"transfer-encoding", b"chunked")]),
+        ],
+        "client": ("127.0.0.1", 1234),
+        "server": ("testserver", 80),
+    }
+    async_to_sync(application)(scope, receive, send)
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, json.loads(payload), read
+
+
+def pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunked_turn_arrives_whole(world: World) -> None:
+    data = json.dumps(body(history(3))).encode()
+    status, answer, read = call("/api/v1/sessions/s1/turns", world.ingest_key, pieces(data, 4096))
+    assert status == 201, answer
+    assert read == len(pieces(data, 4096))
+    assert Turn.objects.get().message_count == len(history(3))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunked_body_over_the_cap_is_refused_while_streaming(
+    world: World, settings: Any
+) -> None:
+    settings.CTXWEB_MAX_REQUEST_BYTES = 10_000
+    chunks = [b"x" * 1000] * 100
+    status, answer, read = call("/api/v1/sessions/s1/turns", world.ingest_key, chunks)
+    assert status == 413
+    assert answer["error"]["code"] == "too_large"
+    assert "10000" in answer["error"]["message"]
+    assert read == 11  # stopped at the first chunk past the cap, not at the end
+    assert not Turn.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_declared_length_over_the_cap_is_refused_before_reading(
+    world: World, settings: Any
+) -> None:
+    settings.CTXWEB_MAX_REQUEST_BYTES = 10_000
+    status, answer, read = call(
+        "/api/v1/sessions/s1/turns",
+        world.ingest_key,
+        [b"{}"],
+        headers=[(b"content-length", b"99999999999999999999")],
+    )
+    assert status == 413
+    assert answer["error"]["code"] == "too_large"
+    assert read == 0
+
+
+@pytest.fixture(scope="module")
+def capped_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    env = embedded_env(tmp_path_factory.mktemp("asgi"), CTXWEB_MAX_REQUEST_BYTES="200000")
+    key = create_key(env, role="ingest")
+    with daphne(env) as server:
+        yield f"127.0.0.1:{server.port}", key
+
+
+def post_chunked(host: str, key: str, data: bytes) -> tuple[int, Any]:
+    connection = http.client.HTTPConnection(host, timeout=60)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    connection.request(
+        "POST",
+        "/api/v1/sessions/s1/turns",
+        body=iter(pieces(data, 8192)),
+        headers=headers,
+        encode_chunked=True,
+    )
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    connection.close()
+    return response.status, answer
+
+
+def test_daphne_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
+    capped_server: tuple[str, str],
+) -> None:
+    host, key = capped_server
+    status, answer = post_chunked(host, key, json.dumps(body(history(3))).encode())
+    assert status == 201, answer
+    assert answer["index"] == 0
+    big = body(history(3, output="y" * 100_000))
+    status, answer = post_chunked(host, key, json.dumps(big).encode())
+    assert status == 413, answer
+    assert answer["error"]["code"] == "too_large"
