@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 
@@ -92,6 +93,63 @@ class OperationOutput(serializers.Serializer):  # type: ignore[type-arg]
     def get_error(self, operation: Any) -> str | None:
         error = operation["error"] if isinstance(operation, dict) else operation.error
         return error or None
+
+
+class ImportSessionOutput(serializers.Serializer):  # type: ignore[type-arg]
+    external_id = serializers.CharField()
+    turns = serializers.IntegerField(help_text="turns created")
+    skipped = serializers.IntegerField(help_text="turns already stored (a re-import)")
+    peak_tokens = serializers.IntegerField()
+    compactions = serializers.IntegerField()
+
+
+class ImportResultOutput(serializers.Serializer):  # type: ignore[type-arg]
+    format = serializers.CharField(help_text="the transcript format, as detected or given")
+    sessions = ImportSessionOutput(many=True)
+
+
+class ImportProgressOutput(serializers.Serializer):  # type: ignore[type-arg]
+    done = serializers.IntegerField(help_text="turns stored or skipped so far")
+    total = serializers.IntegerField(allow_null=True, help_text="the file's turns, once parsed")
+    percent = serializers.IntegerField(allow_null=True)
+
+
+class ImportJobOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """An import job: ``GET imports/{id}``, the list, and ``POST import``'s answer."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField(help_text="the uploaded file's name")
+    format = serializers.SerializerMethodField(help_text="the format detected, else as asked")
+    prefix = serializers.CharField()
+    size = serializers.IntegerField(help_text="bytes")
+    status = serializers.CharField(help_text="queued, running, succeeded or failed")
+    progress = serializers.SerializerMethodField()
+    sessions = serializers.SerializerMethodField()
+    error = serializers.SerializerMethodField()
+    created_at = _DateTime()
+    started_at = _DateTime(allow_null=True)
+    finished_at = _DateTime(allow_null=True)
+
+    def get_format(self, job: Any) -> str:
+        return str((job.result or {}).get("format") or job.format)
+
+    @extend_schema_field(ImportProgressOutput)
+    def get_progress(self, job: Any) -> dict[str, Any]:
+        total = job.turns_total
+        percent = None if not total else min(100, job.turns_done * 100 // total)
+        if total == 0 and job.status == "succeeded":
+            percent = 100
+        return {"done": job.turns_done, "total": total, "percent": percent}
+
+    @extend_schema_field(ImportSessionOutput(many=True, allow_null=True))
+    def get_sessions(self, job: Any) -> list[dict[str, Any]] | None:
+        return (job.result or {}).get("sessions")
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_error(self, job: Any) -> dict[str, Any] | None:
+        if not job.error:
+            return None
+        return {"message": job.error, "field": job.error_field or None}
 
 
 def shape_event(event: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Celery tasks: each only calls a service.
+"""Celery tasks: each only calls a service. ``import_run`` imports an uploaded transcript.
 
 ``operation_run`` is acked late and rejected when its worker is lost, so a run killed with its
 worker is delivered again (the service retries it or gives up, saying why). Its soft time limit
@@ -12,7 +12,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from ctxweb.contexts.services import operations
+from ctxweb.contexts.services import imports, operations
 
 
 @shared_task(
@@ -38,3 +38,10 @@ def operation_run(operation_id: int) -> str | None:
 def operation_reap_stale() -> list[int]:
     """Fail operations whose worker is gone (for a beat schedule, or called by hand)."""
     return operations.operation_reap_stale()
+
+
+@shared_task(name=imports.IMPORT_TASK, acks_late=True, reject_on_worker_lost=True)
+def import_run(job_id: int) -> str | None:
+    """Run import job ``job_id``; returns its final status (a redelivered job resumes)."""
+    job = imports.import_job_run(job_id=job_id)
+    return job.status if job is not None else None

@@ -64,9 +64,10 @@ logger = logging.getLogger(__name__)
 
 #: How often a key's ``last_used_at`` is written at most, in seconds.
 TOUCH_EVERY = 60
-#: This process's last record of each key's use (by primary key): a key is written once a
-#: minute per process at most, whatever its row said when the request read it.
-_TOUCHED: dict[int, datetime] = {}
+#: This process's last record of each key's use (by primary key and hash: SQLite hands a deleted
+#: last id out again): a key is written once a minute per process at most, whatever its row said
+#: when the request read it.
+_TOUCHED: dict[tuple[int, str], datetime] = {}
 _TOUCHED_LOCK = threading.Lock()
 #: One thread, its own database connection: a request never waits on this write (on SQLite a
 #: read would otherwise queue behind a long import's write lock).
@@ -82,10 +83,11 @@ def api_key_touch(*, key: ApiKey) -> Future[None] | None:
     """
     now = timezone.now()
     with _TOUCHED_LOCK:
-        seen = [t for t in (key.last_used_at, _TOUCHED.get(key.pk)) if t is not None]
+        ident = (key.pk, key.key_hash)
+        seen = [t for t in (key.last_used_at, _TOUCHED.get(ident)) if t is not None]
         if seen and (now - max(seen)).total_seconds() <= TOUCH_EVERY:
             return None
-        _TOUCHED[key.pk] = now
+        _TOUCHED[ident] = now
     key.last_used_at = now
     if getattr(settings, "CTXWEB_TASKS_INLINE", False):
         _api_key_record_use(key.pk, now, close=False)

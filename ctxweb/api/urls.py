@@ -31,6 +31,8 @@ urlpatterns = [
     ),
     path("health", health.HealthApi.as_view(), name="api-health"),
     path("import", imports.ImportApi.as_view(), name="api-import"),
+    path("imports", imports.ImportListApi.as_view(), name="api-imports"),
+    path("imports/<str:job_id>", imports.ImportDetailApi.as_view(), name="api-import-detail"),
     path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
     path("sessions/<path:external_id>/turns", turns.TurnsApi.as_view(), name="api-turns"),
     path(

@@ -273,3 +273,49 @@ class ManagedContext(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session} v{self.version}"
+
+
+class ImportJob(models.Model):
+    """A transcript file being imported in the background: status, progress, what it stored.
+
+    The uploaded file waits in the database (web processes and workers share nothing else) until
+    the job has run; it is dropped when the job succeeds and kept when it fails (importing it again
+    resumes: turns already stored are skipped).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="import_jobs")
+    name = models.CharField(max_length=255, help_text="the uploaded file's name")
+    format = models.CharField(max_length=32, default="auto", help_text="as asked (auto: detected)")
+    prefix = models.CharField(max_length=100, blank=True)
+    size = models.PositiveBigIntegerField(help_text="the file's size in bytes")
+    data = models.BinaryField(blank=True, default=b"", help_text="the file, until imported")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    turns_done = models.PositiveIntegerField(default=0)
+    turns_total = models.PositiveIntegerField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    error_field = models.CharField(max_length=300, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    key_prefix = models.CharField(max_length=16, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["project", "-created_at"], name="import_job_recent")]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.name} ({self.status})"

@@ -1,5 +1,5 @@
 """Dashboard pages: the sessions list, a session's chart, a turn's inspector, a strategy preview
-and its Apply form, an artifact, the project switcher.
+and its Apply form, an artifact, transcript imports, the project switcher.
 
 Session ids may hold slashes (``import/...``), so every longer session route comes before the
 bare session page.
@@ -7,11 +7,12 @@ bare session page.
 
 from django.urls import path
 
-from ctxweb.front import artifacts, operations, preview, projects, sessions, turns
+from ctxweb.front import artifacts, imports, operations, preview, projects, sessions, turns
 
 urlpatterns = [
     path("", sessions.session_list, name="home"),
     path("accounts/project/", projects.project_switch, name="project-switch"),
+    path("imports/", imports.import_list, name="imports"),
     path("sessions/<path:external_id>/preview/", preview.session_preview, name="session-preview"),
     path(
         "sessions/<path:external_id>/operations/",

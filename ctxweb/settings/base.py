@@ -237,6 +237,10 @@ CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
 CTXWEB_PREVIEW_WORKERS = envint("CTXWEB_PREVIEW_WORKERS", 2)
 CTXWEB_PREVIEW_SECONDS = envfloat("CTXWEB_PREVIEW_SECONDS", 20.0)
 
+# Transcript uploads up to this size import within the request (201); larger ones become a
+# background job (202, on a Celery worker or a thread of the embedded server).
+CTXWEB_IMPORT_INLINE_BYTES = envint("CTXWEB_IMPORT_INLINE_BYTES", 1024 * 1024)
+
 # PostgreSQL: 0 lets an ingest's commit return before the disk flush (SET LOCAL
 # synchronous_commit TO OFF): faster ingest, but a database crash can lose the last fraction of a
 # second of acknowledged turns (whole turns, never part of one). Durable by default.

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
@@ -83,7 +84,17 @@ def _project_data(
         artifact = Artifact.objects.create(
             project=project, key="f" * 64, kind="tool_result", content=marker, size=1, tokens=1
         )
-    return Ids(session=external_id, operation=operation.pk, artifact=artifact.key)
+    upload = SimpleUploadedFile(
+        "t.json", json.dumps([{"id": f"imported-{marker}", "messages": steps[:2]}]).encode()
+    )
+    response = client.post("/api/v1/import", {"file": upload})
+    assert response.status_code == 201, response.content
+    return Ids(
+        session=external_id,
+        operation=operation.pk,
+        artifact=artifact.key,
+        import_job=response.json()["id"],
+    )
 
 
 @pytest.fixture
@@ -260,7 +271,7 @@ def test_the_page_keeps_projects_apart(scene: Scene, name: str, index: int) -> N
         assert b"/sessions/b1/" in home.content
 
     response = call.send(clients["teammate"], scene.alpha)
-    if call.operator:
+    if call.operator or call.writer:  # the teammate is a viewer
         assert response.status_code == 403
         assert scene.counts() == before
     else:

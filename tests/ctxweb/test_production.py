@@ -29,11 +29,12 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
 
 from ctxweb.asgi import application
-from ctxweb.contexts.models import Operation
+from ctxweb.contexts.models import Operation, Session
 from ctxweb.contexts.services import operations
 from tests.support.builders import body, history
 from tests.support.world import World
@@ -254,6 +255,34 @@ def test_a_real_worker_applies_an_operation_with_live_progress_over_redis(
     host_pid = operation.worker.rsplit(":", 1)[1]
     assert int(host_pid) in worker.children()  # it really ran in the worker's pool
     assert "ctxweb.contexts.tasks.operation_run" in worker.output
+
+
+def test_a_real_worker_imports_a_transcript_in_the_background(
+    world: World, start_worker: Callable[..., Worker]
+) -> None:
+    worker = start_worker()
+    transcript = [
+        {"id": f"bg-{n}", "messages": [*history(4)[1:], {"role": "assistant", "content": "ok"}]}
+        for n in range(3)
+    ]
+    upload = SimpleUploadedFile("runs.json", json.dumps(transcript).encode())
+    client = world.api(world.ingest_key)
+    response = client.post("/api/v1/import", {"file": upload, "background": "true"})
+    assert response.status_code == 202, response.content
+    url = response.json()["url"]
+    job = wait_for(
+        lambda: (lambda j: j if j["status"] in ("succeeded", "failed") else None)(
+            client.get(url).json()
+        ),
+        RUN_SECONDS,
+        "the import finished",
+        worker,
+    )
+    assert job["status"] == "succeeded", job
+    assert [s["external_id"] for s in job["sessions"]] == ["bg-0", "bg-1", "bg-2"]
+    assert job["progress"]["percent"] == 100
+    assert Session.objects.filter(project=world.project, external_id__startswith="bg-").count() == 3
+    assert "ctxweb.tasks.import_run" in worker.output
 
 
 def running_in_summary(operation_id: int) -> Operation | None:

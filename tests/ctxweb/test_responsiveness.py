@@ -13,6 +13,7 @@ import json
 import random
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -81,3 +82,81 @@ def test_the_health_check_answers_while_the_costliest_preview_runs(
     runner.join(300)
     assert preview.get("status") in (200, 422), preview  # planned, or stopped at its budget
     assert answered_first, "the health check waited for the preview to finish"
+
+
+def _request(url: str, key: str, method: str = "GET", payload: Any = None) -> int:
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=None if payload is None else json.dumps(payload).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_a_large_import_leaves_ingestion_and_reads_unaffected(live: tuple[str, str]) -> None:
+    """SQLite, one daphne: a 3,000-turn transcript imports in the background (committed in
+    chunks) while another session takes turns and the API is read; nothing waits for the
+    import's write lock long enough to fail."""
+    url, key = live
+    messages: list[dict[str, Any]] = []
+    for n in range(3_000):
+        messages += [
+            {"role": "user", "content": f"step {n}: read src/module_{n % 50}.py " + "x" * 150},
+            {"role": "assistant", "content": f"done with step {n}"},
+        ]
+    data = json.dumps([{"id": "big-import", "messages": messages}]).encode()
+    boundary = "ctxweb-test-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="background"\r\n\r\ntrue\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.json"\r\n'
+            "Content-Type: application/json\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        f"{url}/api/v1/import",
+        data=body,
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {key}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 202
+        job_url = url + json.loads(response.read())["url"]
+
+    def job() -> dict[str, Any]:
+        with urllib.request.urlopen(
+            urllib.request.Request(job_url, headers={"Authorization": f"Bearer {key}"}), timeout=60
+        ) as answer:
+            return dict(json.loads(answer.read()))
+
+    statuses: list[int] = []
+    during = 0
+    conversation: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 300
+    while job()["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, "the import did not finish within 300 s"
+        conversation += [
+            {"role": "user", "content": f"question {during}"},
+            {"role": "assistant", "content": f"answer {during}"},
+        ]
+        turn = {"format": "openai-chat", "request": {"model": "gpt-4o", "messages": conversation}}
+        statuses.append(_request(f"{url}/api/v1/sessions/beside/turns", key, "POST", turn))
+        statuses.append(_request(f"{url}/api/v1/sessions", key))
+        statuses.append(_request(f"{url}/api/v1/sessions/beside/turns", key))
+        during += 1
+    finished = job()
+    assert finished["status"] == "succeeded", finished
+    assert finished["sessions"][0]["turns"] == 3_000
+    assert during >= 3, "the import finished before anything ran beside it"
+    assert set(statuses) <= {200, 201}, statuses

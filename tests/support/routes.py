@@ -16,6 +16,7 @@ class Ids:
     session: str
     operation: int
     artifact: str
+    import_job: int
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ class Call:
     ok: tuple[int, ...] = (200,)
 
     def url(self, ids: Ids) -> str:
-        return self.path.format(sid=ids.session, op=ids.operation, art=ids.artifact)
+        return self.path.format(
+            sid=ids.session, op=ids.operation, art=ids.artifact, imp=ids.import_job
+        )
 
     def send(self, client: Client, ids: Ids) -> Any:
         url = self.url(ids)
@@ -120,6 +123,8 @@ API: dict[str, list[Call]] = {
             ok=(201,),
         )
     ],
+    "api-imports": [Call("GET", "/api/v1/imports", scope="list")],
+    "api-import-detail": [Call("GET", "/api/v1/imports/{imp}")],
 }
 PAGES: dict[str, list[Call]] = {
     "login": [Call("GET", "/accounts/login/", scope="public")],
@@ -140,5 +145,17 @@ PAGES: dict[str, list[Call]] = {
         )
     ],
     "artifact-detail": [Call("GET", "/artifacts/{art}/")],
+    "imports": [
+        Call("GET", "/imports/", scope="list"),
+        Call(
+            "POST",
+            "/imports/",
+            scope="create",
+            writer=True,
+            multipart=True,
+            data=[{"id": "uploaded", "messages": OPENAI_REQUEST["messages"]}],
+            ok=(302,),
+        ),
+    ],
 }
 WEBSOCKETS = {"ws/sessions/<path:external_id>/"}

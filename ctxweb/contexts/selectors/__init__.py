@@ -8,6 +8,7 @@ from ctxweb.contexts.selectors.artifacts import (
     artifact_get,
     artifact_keys_stored,
 )
+from ctxweb.contexts.selectors.imports import import_job_get, import_job_list
 from ctxweb.contexts.selectors.inspector import (
     artifacts_by_id,
     turn_diff,
@@ -71,6 +72,8 @@ __all__ = [
     "artifact_pointers",
     "artifacts_by_id",
     "find_artifact_pointers",
+    "import_job_get",
+    "import_job_list",
     "managed_context",
     "managed_context_context",
     "managed_context_get",

@@ -1,33 +1,49 @@
 """Transcript import: a transcript file's sessions stored as sessions of turns.
 
 The file is parsed whole first (:func:`compaction.transcripts.parse_transcript`), so a malformed
-file writes nothing. Each session is then stored in its own transaction, whole or not at all, one
-turn per model call through :func:`~ctxweb.contexts.services.turn_ingest`. A turn's ``turn_id`` is
+file writes nothing. Its sessions are then stored one turn per model call through
+:func:`~ctxweb.contexts.services.turn_ingest`, committed every :data:`CHUNK_TURNS` turns so that
+no import holds the database's write lock for long. A turn's ``turn_id`` is
 its position in the transcript session (``import:<n>``), so importing the same file again creates
 no turn, and importing a longer version of a file (a session that went on) adds only the new turns.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from compaction.errors import FormatError
 from compaction.messages import message_to_dict
 from compaction.transcripts import TRANSCRIPT_FORMATS as TRANSCRIPT_FORMATS  # for interfaces
 from compaction.transcripts import ImportedSession, detect_format, parse_transcript
 from ctxweb.accounts.models import Project
-from ctxweb.contexts.models import Session, Turn
+from ctxweb.contexts.models import ImportJob, Session, Turn
 from ctxweb.contexts.services import turn_ingest
+from ctxweb.contexts.services._background import schedule_after_commit
+
+logger = logging.getLogger(__name__)
+
+#: The Celery task that runs an import job, sent by name.
+IMPORT_TASK = "ctxweb.tasks.import_run"
+#: A running job writes its progress at most this often (seconds), besides its first and last.
+PROGRESS_EVERY = 0.5
 
 #: The longest ``external_id`` a session may have (``Session.external_id``).
 EXTERNAL_ID_MAX = Session._meta.get_field("external_id").max_length or 200
 
 #: An imported turn's ``turn_id`` is this and its position in the transcript session.
 TURN_ID_PREFIX = "import:"
+
+#: Turns stored per transaction: a long session never holds the database's write lock for long
+#: (on SQLite, every other writer waits for it), and a failed import resumes after its last chunk.
+CHUNK_TURNS = 50
 
 Progress = Callable[[int, int], None]
 
@@ -97,44 +113,76 @@ def _session_import(
     on_turn: Callable[[], None],
 ) -> SessionImport:
     created = skipped = peak = compactions = 0
-    with transaction.atomic():
-        # A re-import skips what is stored without rebuilding it; turn_ingest still checks the
-        # turn_id under the session's lock, so a concurrent import of the same file is safe.
-        known = _imported_turns(project=project, external_id=external_id)
-        for index, turn in enumerate(session.turns):
-            turn_id = f"{TURN_ID_PREFIX}{index}"
-            if turn_id in known:
-                total, events = known[turn_id]
-                skipped += 1
-            else:
-                try:
-                    result = turn_ingest(
-                        project=project,
-                        external_id=external_id,
-                        context=turn.context,
-                        model=session.model,
-                        response=[message_to_dict(m) for m in turn.response] or None,
-                        usage=turn.usage,
-                        turn_id=turn_id,
-                        unknown=sorted(turn.unknown),
-                        events=turn.events,
-                        source=session.source,
-                    )
-                except FormatError as error:
-                    # Name the turn; the sessions before this one stay stored.
-                    raise FormatError(
-                        f"sessions.{position}.turns.{index}.{error.path}".rstrip("."),
-                        f"{error.reason} (session {external_id!r}; earlier sessions were imported)",
-                    ) from error
-                total, events = result.turn.total_tokens, result.turn.events
-                if result.created:
-                    created += 1
-                else:
-                    skipped += 1
-            peak = max(peak, total)
-            compactions += sum(1 for e in events if e.get("type") == "compaction")
-            on_turn()
+    # A re-import skips what is stored without rebuilding it; turn_ingest still checks the
+    # turn_id under the session's lock, so a concurrent import of the same file is safe.
+    known = _imported_turns(project=project, external_id=external_id)
+    for start in range(0, len(session.turns), CHUNK_TURNS):
+        with transaction.atomic():
+            counted = _chunk_import(
+                project=project,
+                session=session,
+                external_id=external_id,
+                position=position,
+                start=start,
+                known=known,
+                on_turn=on_turn,
+            )
+        created += counted[0]
+        skipped += counted[1]
+        peak = max(peak, counted[2])
+        compactions += counted[3]
     return SessionImport(external_id, created, skipped, peak, compactions)
+
+
+def _chunk_import(
+    *,
+    project: Project,
+    session: ImportedSession,
+    external_id: str,
+    position: int,
+    start: int,
+    known: dict[str, tuple[int, list[Any]]],
+    on_turn: Callable[[], None],
+) -> tuple[int, int, int, int]:
+    """Store turns ``start`` to ``start + CHUNK_TURNS`` of ``session``, in the caller's
+    transaction: (created, skipped, peak tokens, compaction events)."""
+    created = skipped = peak = compactions = 0
+    for index in range(start, min(start + CHUNK_TURNS, len(session.turns))):
+        turn = session.turns[index]
+        turn_id = f"{TURN_ID_PREFIX}{index}"
+        if turn_id in known:
+            total, events = known[turn_id]
+            skipped += 1
+        else:
+            try:
+                result = turn_ingest(
+                    project=project,
+                    external_id=external_id,
+                    context=turn.context,
+                    model=session.model,
+                    response=[message_to_dict(m) for m in turn.response] or None,
+                    usage=turn.usage,
+                    turn_id=turn_id,
+                    unknown=sorted(turn.unknown),
+                    events=turn.events,
+                    source=session.source,
+                )
+            except FormatError as error:
+                # Name the turn; what was committed before it stays stored.
+                raise FormatError(
+                    f"sessions.{position}.turns.{index}.{error.path}".rstrip("."),
+                    f"{error.reason} (session {external_id!r}; what came before was imported,"
+                    " and importing again resumes after it)",
+                ) from error
+            total, events = result.turn.total_tokens, result.turn.events
+            if result.created:
+                created += 1
+            else:
+                skipped += 1
+        peak = max(peak, total)
+        compactions += sum(1 for e in events if e.get("type") == "compaction")
+        on_turn()
+    return created, skipped, peak, compactions
 
 
 def transcript_import(
@@ -190,4 +238,134 @@ def transcript_import(
     return ImportResult(format, results)
 
 
-__all__ = ["ImportResult", "SessionImport", "transcript_import"]
+def import_result_data(result: ImportResult) -> dict[str, Any]:
+    """An import's result as stored on its job and returned by the API."""
+    return {
+        "format": result.format,
+        "sessions": [
+            {
+                "external_id": s.external_id,
+                "turns": s.turns,
+                "skipped": s.skipped,
+                "peak_tokens": s.peak_tokens,
+                "compactions": s.compactions,
+            }
+            for s in result.sessions
+        ],
+    }
+
+
+def import_job_create(
+    *,
+    project: Project,
+    data: bytes,
+    name: str,
+    format: str = "auto",
+    prefix: str = "",
+    actor: Any = None,
+    background: bool = True,
+) -> ImportJob:
+    """Record an uploaded transcript's import job (the file kept with it until imported).
+
+    With ``background`` the job runs once the caller's transaction commits: on a Celery worker,
+    or in a thread of this process in the embedded shape. Without, the caller runs it
+    (:func:`import_job_run`), as the API does for small files. ``actor`` is the dashboard user
+    or the API key that uploaded it.
+
+    Raises:
+        FormatError: ``format`` is neither ``auto`` nor a transcript format.
+    """
+    if format != "auto" and format not in TRANSCRIPT_FORMATS:
+        raise FormatError("format", f"unknown transcript format {format!r}")
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    key_prefix = getattr(actor, "prefix", "") if user is None and actor is not None else ""
+    job = ImportJob.objects.create(
+        project=project,
+        name=(name or "upload")[:255],
+        format=format,
+        prefix=prefix,
+        size=len(data),
+        created_by=user,
+        key_prefix=key_prefix,
+        data=data,
+    )
+    if background:
+        schedule_after_commit(
+            task=IMPORT_TASK,
+            job_id=job.pk,
+            run=lambda pk: import_job_run(job_id=pk),
+            unsent=lambda pk, error: _import_fail(pk, f"could not reach the task broker: {error}"),
+        )
+    return job
+
+
+def import_job_run(*, job_id: int) -> ImportJob | None:
+    """Run import job ``job_id``: parse its file, store its sessions in chunks, record progress,
+    then the result (the file dropped) or the error (the file kept: running it again resumes).
+
+    A job already finished is left as it is; a running one is run again (a worker lost with it
+    delivers it again: turns already stored are skipped). Returns the job, or None if it is gone.
+    """
+    started = timezone.now()
+    claimed = ImportJob.objects.filter(
+        pk=job_id, status__in=[ImportJob.Status.QUEUED, ImportJob.Status.RUNNING]
+    ).update(status=ImportJob.Status.RUNNING, started_at=started)
+    job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
+    if job is None or not claimed:
+        return ImportJob.objects.defer("data").filter(pk=job_id).first()
+    last = 0.0
+    counts: dict[str, Any] = {"turns_done": 0}
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        counts.update(turns_done=done, turns_total=total)
+        now = time.monotonic()
+        if done in (0, total) or now - last >= PROGRESS_EVERY:
+            last = now
+            ImportJob.objects.filter(pk=job_id).update(**counts)
+
+    try:
+        result = transcript_import(
+            project=job.project,
+            data=bytes(job.data),
+            name=job.name,
+            format=job.format,
+            external_id_prefix=job.prefix,
+            progress=progress,
+        )
+    except FormatError as error:
+        return _import_fail(job_id, error.reason, field=error.path, **counts)
+    except Exception as error:
+        logger.exception("import job %s failed", job_id)
+        return _import_fail(job_id, f"unexpected error: {error}", **counts)
+    ImportJob.objects.filter(pk=job_id).update(
+        status=ImportJob.Status.SUCCEEDED,
+        result=import_result_data(result),
+        turns_done=result.turns + result.skipped,
+        turns_total=result.turns + result.skipped,
+        finished_at=timezone.now(),
+        data=b"",
+    )
+    return ImportJob.objects.defer("data").get(pk=job_id)
+
+
+def _import_fail(job_id: int, error: str, *, field: str = "", **counts: Any) -> ImportJob | None:
+    ImportJob.objects.filter(pk=job_id).update(
+        **counts,
+        status=ImportJob.Status.FAILED,
+        error=error,
+        error_field=field[:300],
+        finished_at=timezone.now(),
+    )
+    return ImportJob.objects.defer("data").filter(pk=job_id).first()
+
+
+__all__ = [
+    "IMPORT_TASK",
+    "ImportResult",
+    "SessionImport",
+    "import_job_create",
+    "import_job_run",
+    "import_result_data",
+    "transcript_import",
+]

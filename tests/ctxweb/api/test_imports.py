@@ -12,6 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
+from django.test import TestCase
 
 from compaction.messages import message_to_dict
 from compaction.transcripts import ImportedSession, parse_transcript
@@ -106,12 +107,32 @@ def total_of(session: ImportedSession) -> int:
     return len(session.turns)
 
 
+@pytest.fixture(autouse=True)
+def inline_tasks(settings: Any) -> None:
+    """Background imports run when the request's transaction commits (see :func:`upload`)."""
+    settings.CTXWEB_TASKS_INLINE = True
+
+
 def upload(world: World, data: bytes, name: str, key: str | None = None, **fields: str) -> Any:
-    return world.api(key or world.ingest_key).post(
-        "/api/v1/import",
-        {"file": SimpleUploadedFile(name, data), **fields},
-        format="multipart",
-    )
+    """POST the file, then run what the request left for after commit (a background import)."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return world.api(key or world.ingest_key).post(
+            "/api/v1/import",
+            {"file": SimpleUploadedFile(name, data), **fields},
+            format="multipart",
+        )
+
+
+def imported(world: World, data: bytes, name: str, **fields: str) -> dict[str, Any]:
+    """Upload the file (in the request, or in the background for a large one) and return the
+    finished job."""
+    response = upload(world, data, name, **fields)
+    assert response.status_code in (201, 202), response.content
+    job = world.api(world.ingest_key).get(response.json()["url"]).json()
+    assert job["status"] == "succeeded", job
+    assert job["progress"]["percent"] == 100
+    result: dict[str, Any] = job
+    return result
 
 
 def stored_turns(world: World, prefix: str = "") -> int:
@@ -198,9 +219,7 @@ def test_the_command_imports_each_transcript(
 def test_the_api_imports_each_transcript(world: World, transcripts: Path, relative: str) -> None:
     sessions = parsed(transcripts, relative)
     path = transcripts / relative
-    response = upload(world, path.read_bytes(), path.name)
-    assert response.status_code == 201, response.content
-    body = response.json()
+    body = imported(world, path.read_bytes(), path.name)
     assert body["format"] == expected(relative)[0]
     assert [(s["external_id"], s["turns"], s["skipped"]) for s in body["sessions"]] == [
         (s.external_id, len(s.turns), 0) for s in sessions
@@ -208,7 +227,7 @@ def test_the_api_imports_each_transcript(world: World, transcripts: Path, relati
     assert_counts(world, relative, sessions)
     assert_stored(world, sessions)
 
-    again = upload(world, path.read_bytes(), path.name).json()
+    again = imported(world, path.read_bytes(), path.name)
     assert [(s["turns"], s["skipped"]) for s in again["sessions"]] == [
         (0, len(s.turns)) for s in sessions
     ]
@@ -242,8 +261,11 @@ def test_the_command_imports_tau_bench(world: World, transcripts: Path) -> None:
 def test_the_api_imports_tau_bench(world: World, transcripts: Path) -> None:
     sessions = parsed(transcripts, TAU)
     response = upload(world, (transcripts / TAU).read_bytes(), "tau.json", prefix="tau/")
-    assert response.status_code == 201, response.content
-    body = response.json()
+    assert response.status_code == 202, response.content  # 4 MB: a background job
+    assert response["Location"] == response.json()["url"]
+    body = world.api(world.ingest_key).get(response.json()["url"]).json()
+    assert body["status"] == "succeeded"
+    assert body["progress"] == {"done": 2454, "total": 2454, "percent": 100}
     assert body["format"] == "openai-chat"
     assert len(body["sessions"]) == 200
     assert sum(s["turns"] for s in body["sessions"]) == 2454
@@ -443,3 +465,134 @@ def test_a_turn_stored_meanwhile_by_another_import_is_skipped(
     assert (session.turns, session.skipped) == (0, 1)
     assert session.peak_tokens == Turn.objects.get().total_tokens
     assert stored_turns(world) == 1
+
+
+# --- imports as jobs ----------------------------------------------------------------------------
+
+
+def long_session(turns: int, bad_at: int | None = None) -> list[dict[str, Any]]:
+    """One OpenAI-chat transcript session of ``turns`` model calls; a NUL in call ``bad_at``."""
+    messages: list[dict[str, Any]] = []
+    for n in range(turns):
+        text = f"step {n}: go on" + ("\x00" if n == bad_at else "")
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": f"ok {n}"}]
+    return [{"id": "long", "messages": messages}]
+
+
+def test_a_background_import_answers_202_and_its_job_tells_the_outcome(world: World) -> None:
+    data = json.dumps(CHAT[:1]).encode()
+    client = world.api(world.ingest_key)
+    with TestCase.captureOnCommitCallbacks(execute=False) as pending:
+        response = client.post(
+            "/api/v1/import", {"file": SimpleUploadedFile("c.json", data), "background": "true"}
+        )
+    assert response.status_code == 202
+    job = response.json()
+    assert (job["status"], job["progress"], job["sessions"]) == (
+        "queued",
+        {"done": 0, "total": None, "percent": None},
+        None,
+    )
+    assert response["Location"] == job["url"] == f"/api/v1/imports/{job['id']}"
+    assert stored_turns(world) == 0  # nothing until the job runs
+    for callback in pending:
+        callback()
+    done = client.get(job["url"]).json()
+    assert done["status"] == "succeeded"
+    assert done["format"] == "openai-chat"
+    assert [s["external_id"] for s in done["sessions"]] == ["good"]
+    assert done["started_at"] is not None
+    assert done["finished_at"] is not None
+    listed = client.get("/api/v1/imports").json()
+    assert listed["count"] == 1
+    assert listed["results"][0]["id"] == job["id"]
+    assert world.api(world.outsider_key).get(job["url"]).status_code == 404
+    assert client.get("/api/v1/imports/²").status_code == 404
+
+
+def test_a_long_session_is_committed_in_chunks_and_a_failed_import_resumes(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importing, "CHUNK_TURNS", 4)
+    bad = json.dumps(long_session(10, bad_at=9)).encode()
+    response = upload(world, bad, "long.json")
+    assert response.status_code == 400
+    assert next(iter(response.json()["error"]["fields"])).startswith("sessions.0.turns.9")
+    assert "importing again resumes" in response.json()["error"]["message"]
+    assert stored_turns(world) == 8  # two chunks of 4 committed; the third rolled back
+    failed = world.api(world.ingest_key).get("/api/v1/imports").json()["results"][0]
+    assert failed["status"] == "failed"
+    assert failed["error"]["field"].startswith("sessions.0.turns.9")
+    assert failed["progress"]["done"] == 9  # the turns before the bad one were stored or tried
+
+    fixed = json.dumps(long_session(10)).encode()
+    again = imported(world, fixed, "long.json")
+    assert [(s["turns"], s["skipped"]) for s in again["sessions"]] == [(2, 8)]
+    assert stored_turns(world) == 10
+
+
+def test_a_job_for_an_unknown_format_is_refused_before_it_is_recorded(world: World) -> None:
+    response = upload(world, b"[]", "x.json", format="nope")
+    assert response.status_code == 400
+    assert "format" in response.json()["error"]["fields"]
+    assert world.api(world.ingest_key).get("/api/v1/imports").json()["count"] == 0
+
+
+def test_a_file_over_the_inline_size_imports_in_the_background(world: World, settings: Any) -> None:
+    settings.CTXWEB_IMPORT_INLINE_BYTES = 100
+    data = json.dumps(CHAT[:1]).encode()
+    assert len(data) > 100
+    response = upload(world, data, "c.json")
+    assert response.status_code == 202
+    done = world.api(world.ingest_key).get(response.json()["url"]).json()
+    assert done["status"] == "succeeded"
+    assert done["progress"]["percent"] == 100
+
+
+# --- the imports page ---------------------------------------------------------------------------
+
+
+def test_the_imports_page_uploads_and_lists_with_progress(world: World) -> None:
+    client = world.login(world.owner)
+    empty = client.get("/imports/")
+    assert empty.status_code == 200
+    assert b"No imports yet" in empty.content
+    assert b'enctype="multipart/form-data"' in empty.content
+    data = json.dumps(CHAT[:1]).encode()
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        response = client.post(
+            "/imports/", {"file": SimpleUploadedFile("chat.json", data), "format": "auto"}
+        )
+    assert response.status_code == 302
+    page = client.get("/imports/")
+    text = page.content.decode()
+    assert "chat.json" in text
+    assert "status-succeeded" in text
+    assert 'aria-valuenow="100"' in text
+    assert "/sessions/good/" in text
+    assert "Importing chat.json" in text  # the flash message
+    assert stored_turns(world) == 1
+
+
+def test_the_imports_page_shows_a_form_error_and_a_failed_job(world: World) -> None:
+    client = world.login(world.owner)
+    missing = client.post("/imports/", {"format": "auto"})
+    assert missing.status_code == 400
+    assert b"This field is required" in missing.content
+    data = json.dumps(long_session(3, bad_at=1)).encode()
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        client.post("/imports/", {"file": SimpleUploadedFile("bad.json", data)})
+    text = client.get("/imports/").content.decode()
+    assert "status-failed" in text
+    assert "sessions.0.turns.1" in text
+
+
+def test_a_viewer_sees_the_imports_but_may_not_upload(world: World) -> None:
+    client = world.login(world.teammate)
+    page = client.get("/imports/")
+    assert page.status_code == 200
+    assert b'enctype="multipart/form-data"' not in page.content
+    data = json.dumps(CHAT[:1]).encode()
+    refused = client.post("/imports/", {"file": SimpleUploadedFile("c.json", data)})
+    assert refused.status_code == 403
+    assert stored_turns(world) == 0

@@ -5,18 +5,17 @@ after commit by the broker, a background thread or inline (see the package's doc
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from compaction.errors import StrategyError
 from compaction.strategies import get_strategy
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation, Session
 from ctxweb.contexts.services import planning
+from ctxweb.contexts.services._background import schedule_after_commit
 from ctxweb.contexts.services.operations._reaping import operation_reap_stale
 from ctxweb.contexts.services.operations._running import STAGES, operation_fail, operation_run
 
@@ -39,38 +38,17 @@ class OperationConflict(Exception):
         )
 
 
-def _run_in_thread(operation_id: int) -> None:
-    try:
-        operation_run(operation_id=operation_id)
-    except Exception:
-        logger.exception("operation %s failed in its thread", operation_id)
-    finally:
-        connection.close()
-
-
 def operation_schedule(operation_id: int) -> None:
     """Run the operation after the current transaction commits (see the module's docstring)."""
-    if getattr(settings, "CTXWEB_TASKS_INLINE", False):
-        transaction.on_commit(lambda: _run_inline(operation_id))
-    elif settings.REDIS_URL:
-        from ctxweb.celery import app
-
-        def send() -> None:
-            try:
-                app.send_task(OPERATION_TASK, args=(operation_id,))
-            except Exception as error:  # the broker is down: say so now, don't block the session
-                logger.exception("could not queue operation %s", operation_id)
-                operation_fail(
-                    operation_id=operation_id, error=f"could not reach the task broker: {error}"
-                )
-
-        transaction.on_commit(send)
-    else:
-        transaction.on_commit(
-            lambda: threading.Thread(
-                target=_run_in_thread, args=(operation_id,), daemon=True, name="ctxweb-operation"
-            ).start()
-        )
+    schedule_after_commit(
+        task=OPERATION_TASK,
+        job_id=operation_id,
+        run=lambda pk: operation_run(operation_id=pk),
+        inline=_run_inline,
+        unsent=lambda pk, error: operation_fail(
+            operation_id=pk, error=f"could not reach the task broker: {error}"
+        ),
+    )
 
 
 def _run_inline(operation_id: int) -> None:
