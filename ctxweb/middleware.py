@@ -106,6 +106,30 @@ class BodyLimitASGIMiddleware:
         await self.app({**scope, "headers": headers}, replay, send)
 
 
+def daphne_reads_no_form() -> None:
+    """Stop Twisted parsing form and multipart bodies under daphne (idempotent; a no-op elsewhere).
+
+    daphne's requests are Twisted requests, which parse every form and multipart body into
+    ``args`` that daphne never reads: a second copy of every upload in memory, and a bare, empty
+    ``400`` sent before ctxweb sees the request when Twisted cannot parse one (a multipart body
+    with no part, say). Turned off, every body reaches Django, which answers in the API's shape.
+    """
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # not served by daphne
+        return
+    if getattr(WebRequest, "_ctxweb_reads_no_form", False):
+        return
+    original = WebRequest.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._parsePOSTFormSubmission = False
+
+    WebRequest.__init__ = __init__
+    WebRequest._ctxweb_reads_no_form = True
+
+
 async def _too_large(send: Send, what: str, limit: int) -> None:
     body = json.dumps(
         {

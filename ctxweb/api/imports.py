@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from compaction.errors import FormatError
 from ctxweb.accounts.access import actor_for_request
 from ctxweb.api.access import not_found, require_access, require_writer
-from ctxweb.api.pagination import StrictLimitOffsetPagination
+from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import imports
 from ctxweb.numbers import parse_whole
@@ -48,6 +48,18 @@ class ImportInput(serializers.Serializer):  # type: ignore[type-arg]
         default=False,
         help_text="import in the background whatever the file's size (202 with the job)",
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A misspelt field is named, not ignored (``formt=codex`` would import as ``auto``)."""
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    name: f"unknown field; the fields are {', '.join(self.fields)}"
+                    for name in unknown
+                }
+            )
+        return attrs
 
 
 class ImportJobWithUrlOutput(ImportJobOutput):
@@ -122,7 +134,7 @@ class ImportListApi(APIView):
     """The project's imports, newest first."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=page_parameters(),
         responses={200: ImportPageOutput},
         operation_id="v1_imports_list",
     )

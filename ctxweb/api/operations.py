@@ -16,7 +16,9 @@ from rest_framework.views import APIView
 from ctxweb.accounts.access import Access, actor_for_request
 from ctxweb.api.access import not_found, require_access, require_session
 from ctxweb.api.errors import ApiError
+from ctxweb.api.schema import example
 from ctxweb.api.sessions import SessionDetailApi, session_data
+from ctxweb.api.strategies import StrategyField
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import operations, policy
 from ctxweb.shapes import OperationOutput
@@ -52,7 +54,7 @@ def operation_data(operation: Operation) -> dict[str, Any]:
 
 
 class OperationInput(serializers.Serializer):  # type: ignore[type-arg]
-    strategy = serializers.CharField(max_length=64)
+    strategy = StrategyField(max_length=64, min_length=1)
     params = serializers.DictField(required=False, allow_null=True)
 
 
@@ -65,7 +67,9 @@ class OperationCreatedOutput(serializers.Serializer):  # type: ignore[type-arg]
 class OperationCreateApi(APIView):
     """Apply ``{"strategy", "params"}`` to the session's managed context in the background."""
 
-    @extend_schema(request=OperationInput, responses={202: OperationCreatedOutput})
+    @extend_schema(
+        request=OperationInput, responses={202: OperationCreatedOutput}, examples=[example("apply")]
+    )
     def post(self, request: Request, external_id: str) -> Response:
         access = require_access(request)
         session = require_session(access, external_id)
@@ -164,7 +168,7 @@ class SessionApi(SessionDetailApi):
     ``{"policy": {"auto": {"strategy", "params", "enabled"}}}`` applies ``strategy`` by itself
     when a turn crosses the compaction trigger."""
 
-    @extend_schema(request=SessionPolicyInput, responses={200: dict})
+    @extend_schema(request=SessionPolicyInput, responses={200: dict}, examples=[example("policy")])
     def patch(self, request: Request, external_id: str) -> Response:
         access = require_access(request)
         session = require_session(access, external_id)

@@ -34,6 +34,24 @@ def _integer(request: Request, name: str, default: int, low: int, high: int) -> 
     return value
 
 
+def page_parameters() -> list[Any]:
+    """``limit`` and ``offset`` as the schema documents them, with their bounds."""
+    from drf_spectacular.utils import OpenApiParameter
+
+    return [
+        OpenApiParameter(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+            description=f"items per page, 1 to {MAX_LIMIT}",
+        ),
+        OpenApiParameter(
+            "offset",
+            {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+            description="items to skip",
+        ),
+    ]
+
+
 class StrictLimitOffsetPagination(LimitOffsetPagination):
     max_limit = MAX_LIMIT
 

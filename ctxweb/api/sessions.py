@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
-from ctxweb.api.pagination import StrictLimitOffsetPagination
+from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.api.serializers import (
     SessionPageOutput,
 )
@@ -39,8 +39,7 @@ class SessionListApi(APIView):
             OpenApiParameter("min_fill", float),
             OpenApiParameter("max_fill", float),
             OpenApiParameter("sort", str, enum=list(selectors.SESSION_SORTS)),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
+            *page_parameters(),
         ],
         responses={200: SessionPageOutput},
         operation_id="v1_sessions_list",
@@ -51,7 +50,7 @@ class SessionListApi(APIView):
 
         def fill(name: str) -> float | None:
             raw = params.get(name)
-            if raw in (None, ""):
+            if raw is None:
                 return None
             try:
                 value = float(raw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,10 +13,20 @@ from rest_framework.views import APIView
 
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
+from ctxweb.api.schema import example
+from ctxweb.api.serializers import TextField, WholeField
 from ctxweb.contexts import services
 from ctxweb.contexts.services import planning
 
 # --- shapes -----------------------------------------------------------------------------------
+
+#: Every strategy's id, as the schema lists them.
+STRATEGY_IDS = [entry["id"] for entry in planning.strategy_catalog()]
+
+
+@extend_schema_field({"type": "string", "enum": STRATEGY_IDS})
+class StrategyField(TextField):
+    """A strategy's id: the schema lists them; the planner names an unknown one."""
 
 
 class ParamOutput(serializers.Serializer):  # type: ignore[type-arg]
@@ -39,14 +49,14 @@ class StrategyOutput(serializers.Serializer):  # type: ignore[type-arg]
 class PreviewInput(serializers.Serializer):  # type: ignore[type-arg]
     format = serializers.ChoiceField(choices=services.FORMATS)
     request = serializers.DictField()
-    strategy = serializers.CharField(max_length=64)
+    strategy = StrategyField(max_length=64, min_length=1)
     params = serializers.DictField(required=False, allow_null=True)
 
 
 class SessionPreviewInput(serializers.Serializer):  # type: ignore[type-arg]
-    strategy = serializers.CharField(max_length=64)
+    strategy = StrategyField(max_length=64, min_length=1)
     params = serializers.DictField(required=False, allow_null=True)
-    turn = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    turn = WholeField(required=False, allow_null=True, min_value=0)
 
 
 class TotalsOutput(serializers.Serializer):  # type: ignore[type-arg]
@@ -118,7 +128,7 @@ class StrategyListApi(APIView):
 class PreviewApi(APIView):
     """Stateless preview: the plan a strategy makes for a posted request. Writes nothing."""
 
-    @extend_schema(request=PreviewInput, responses={200: PlanOutput})
+    @extend_schema(request=PreviewInput, responses={200: PlanOutput}, examples=[example("preview")])
     def post(self, request: Request) -> Response:
         require_access(request)
         data = PreviewInput(data=_body(request))
@@ -139,7 +149,11 @@ class PreviewApi(APIView):
 class SessionPreviewApi(APIView):
     """The plan a strategy makes for a session's latest context, or for turn ``turn``'s."""
 
-    @extend_schema(request=SessionPreviewInput, responses={200: SessionPlanOutput})
+    @extend_schema(
+        request=SessionPreviewInput,
+        responses={200: SessionPlanOutput},
+        examples=[example("session_preview")],
+    )
     def post(self, request: Request, external_id: str) -> Response:
         session = require_session(require_access(request), external_id)
         data = SessionPreviewInput(data=_body(request))

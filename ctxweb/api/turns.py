@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from ctxweb.api.access import not_found, require_access, require_session, require_writer
 from ctxweb.api.errors import ApiError
+from ctxweb.api.schema import example
 from ctxweb.api.serializers import (
     TurnIngestInput,
     TurnIngestOutput,
@@ -31,7 +32,9 @@ class TurnIngestApi(APIView):
     """Ingest one model call; the session is created on first use."""
 
     @extend_schema(
-        request=TurnIngestInput, responses={201: TurnIngestOutput, 200: TurnIngestOutput}
+        request=TurnIngestInput,
+        responses={201: TurnIngestOutput, 200: TurnIngestOutput},
+        examples=[example("turn")],
     )
     def post(self, request: Request, external_id: str) -> Response:
         access = require_access(request)

@@ -195,11 +195,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "ctxweb.api.errors.exception_handler",
-    "DEFAULT_PARSER_CLASSES": [
-        "ctxweb.api.parsers.JsonBodyParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON everywhere; the import endpoint alone takes a multipart upload.
+    "DEFAULT_PARSER_CLASSES": ["ctxweb.api.parsers.JsonBodyParser"],
     "DEFAULT_THROTTLE_CLASSES": [
         "ctxweb.api.throttling.ApiRateThrottle",
         "ctxweb.api.throttling.CostlyRateThrottle",
@@ -219,7 +216,10 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "ctxweb.api.schema.document_errors",
+        "ctxweb.api.schema.add_links",
     ],
+    # PATCH bodies keep their required fields (a policy PATCH needs its policy).
+    "COMPONENT_SPLIT_PATCH": False,
     "ENUM_NAME_OVERRIDES": {
         "MessageFormatEnum": "compaction.messages.FORMATS",
         "ImportFormatEnum": "ctxweb.api.imports.FORMAT_CHOICES",

@@ -149,3 +149,27 @@ def test_daphne_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
     status, answer = post_chunked(host, key, json.dumps(big).encode())
     assert status == 413, answer
     assert answer["error"]["code"] == "too_large"
+
+
+def test_daphne_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
+    capped_server: tuple[str, str],
+) -> None:
+    """Twisted, under daphne, used to answer a bare empty 400 itself for a multipart body it
+    could not parse; ctxweb answers in the API's shape, naming the missing file."""
+    host, key = capped_server
+    connection = http.client.HTTPConnection(host, timeout=60)
+    connection.request(
+        "POST",
+        "/api/v1/import",
+        body=b"--c6--\r\n",
+        headers={
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "multipart/form-data; boundary=c6",
+        },
+    )
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    connection.close()
+    assert response.status == 400
+    assert response.getheader("Content-Type") == "application/json"
+    assert "file" in answer["error"]["fields"]
