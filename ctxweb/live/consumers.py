@@ -8,6 +8,7 @@ socket's "not found"); the origin is checked by ``AllowedHostsOriginValidator`` 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,6 +26,14 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 
 session_for_user = database_sync_to_async(selectors.session_for_user)
+
+
+#: The largest frame a page may send (it sends pings).
+MAX_FRAME = 4096
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -48,6 +57,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         external_id = self.scope["url_route"]["kwargs"]["external_id"]
+        if "\x00" in external_id:  # no session id holds one (PostgreSQL refuses the lookup)
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
         session = await session_for_user(
             user=user, external_id=external_id, project_id=self._project_id()
         )
@@ -67,9 +79,32 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """A frame from the page: ``{"type": "ping"}`` answers ``pong``; anything else that is
+        not a small JSON object gets an ``error`` message, and the socket stays open."""
+        if text_data is None:
+            await self._refuse("frames are JSON text, not binary")
+            return
+        if len(text_data) > MAX_FRAME:
+            await self._refuse(f"frames are at most {MAX_FRAME} characters")
+            return
+        try:
+            content = json.loads(text_data, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            await self._refuse('frames are JSON objects, such as {"type": "ping"}')
+            return
+        await self.receive_json(content)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "ping":
             await self.send_json({"type": "pong"})
+            return
+        await self._refuse('the one message a page sends is {"type": "ping"}')
+
+    async def _refuse(self, why: str) -> None:
+        await self.send_json({"type": "error", "error": why})
 
     async def session_event(self, message: dict[str, Any]) -> None:
         await self.send_json(shape_event(message["event"]))
