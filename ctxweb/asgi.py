@@ -15,9 +15,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
-from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_reads_no_form  # noqa: E402
+from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_guards  # noqa: E402
 
-daphne_reads_no_form()
+daphne_guards()
 
 application = ProtocolTypeRouter(
     {

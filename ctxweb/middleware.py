@@ -106,40 +106,76 @@ class BodyLimitASGIMiddleware:
         await self.app({**scope, "headers": headers}, replay, send)
 
 
-def daphne_reads_no_form() -> None:
-    """Stop Twisted parsing form and multipart bodies under daphne (idempotent; a no-op elsewhere).
+def daphne_guards() -> None:
+    """Two guards on daphne's Twisted requests, installed once (a no-op when not under daphne).
 
-    daphne's requests are Twisted requests, which parse every form and multipart body into
-    ``args`` that daphne never reads: a second copy of every upload in memory, and a bare, empty
-    ``400`` sent before ctxweb sees the request when Twisted cannot parse one (a multipart body
-    with no part, say). Turned off, every body reaches Django, which answers in the API's shape.
+    - **The body cap while receiving.** Twisted stores a whole body (on disk past 100 KB), then
+      daphne queues all of it for the application at once: a 400 MB upload grew the process by as
+      much before ctxweb could refuse it. A body over ``CTXWEB_MAX_REQUEST_BYTES`` is answered 413
+      (the API's error shape) as soon as its declared length or its received bytes pass the cap,
+      and the connection closed: nothing past the cap is stored or queued.
+    - **No form parsing.** Twisted parses form and multipart bodies into ``args`` that daphne
+      never reads (a second copy of every upload) and answers a bare, empty 400 itself when it
+      cannot parse one; turned off, every body reaches Django, which answers in the API's shape.
     """
     try:
         from daphne.http_protocol import WebRequest
     except ImportError:  # not served by daphne
         return
-    if getattr(WebRequest, "_ctxweb_reads_no_form", False):
+    if getattr(WebRequest, "_ctxweb_guarded", False):
         return
-    original = WebRequest.__init__
+    original_init = WebRequest.__init__
+    original_length = WebRequest.gotLength
+    original_chunk = WebRequest.handleContentChunk
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
+        original_init(self, *args, **kwargs)
         self._parsePOSTFormSubmission = False
+        self._ctxweb_received = 0
+        self._ctxweb_refused = False
+
+    def refuse(self: Any, what: str) -> None:
+        self._ctxweb_refused = True
+        limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        body = _too_large_body(what, limit)
+        head = (
+            "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        self.channel.transport.write(head + body)
+        self.channel.transport.loseConnection()
+
+    def gotLength(self: Any, length: int | None) -> None:
+        limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        if length is not None and length > limit:
+            original_length(self, 0)  # store nothing
+            refuse(self, f"The request body is {length} bytes")
+            return
+        original_length(self, length)
+
+    def handleContentChunk(self: Any, data: bytes) -> None:
+        if self._ctxweb_refused:
+            return
+        self._ctxweb_received += len(data)
+        limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        if self._ctxweb_received > limit:
+            refuse(self, f"The request body is over {limit} bytes")
+            return
+        original_chunk(self, data)
 
     WebRequest.__init__ = __init__
-    WebRequest._ctxweb_reads_no_form = True
+    WebRequest.gotLength = gotLength
+    WebRequest.handleContentChunk = handleContentChunk
+    WebRequest._ctxweb_guarded = True
+
+
+def _too_large_body(what: str, limit: int) -> bytes:
+    error = {"code": "too_large", "message": f"{what}; the limit is {limit}.", "fields": {}}
+    return json.dumps({"error": error}).encode()
 
 
 async def _too_large(send: Send, what: str, limit: int) -> None:
-    body = json.dumps(
-        {
-            "error": {
-                "code": "too_large",
-                "message": f"{what}; the limit is {limit}.",
-                "fields": {},
-            }
-        }
-    ).encode()
+    body = _too_large_body(what, limit)
     await send(
         {
             "type": "http.response.start",
