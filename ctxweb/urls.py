@@ -1,4 +1,5 @@
-"""The project's URLs: pages, the REST API under /api/v1/, its schema and docs, the admin."""
+"""The project's URLs: pages, the REST API under /api/v1/, its schema and docs, the OTLP
+receiver (/v1/traces, /api/public/otel/v1/traces), the admin."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -12,5 +13,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("ctxweb.api.urls")),
+    path("", include("ctxweb.capture.urls")),
     path("", include("ctxweb.front.urls")),
 ]

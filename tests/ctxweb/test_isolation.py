@@ -26,7 +26,7 @@ from ctxweb.accounts.services import api_key_create, api_key_revoke
 from ctxweb.contexts.models import Artifact, Operation, Session, Turn
 from ctxweb.live.routing import websocket_urlpatterns
 from tests.support.builders import body, history
-from tests.support.routes import API, PAGES, WEBSOCKETS, Call, Ids
+from tests.support.routes import API, CAPTURE, PAGES, WEBSOCKETS, Call, Ids
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
@@ -131,7 +131,7 @@ def _routes() -> Iterator[tuple[str, Any]]:
 
 def test_every_route_is_in_the_matrix() -> None:
     names = {name for name, _ in _routes()}
-    assert names == set(API) | set(PAGES) | NAMESPACES, "add the new route to the matrix"
+    assert names == set(API) | set(PAGES) | CAPTURE | NAMESPACES, "add the new route to the matrix"
 
 
 def test_every_api_method_is_in_the_matrix() -> None:

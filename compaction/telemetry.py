@@ -1,0 +1,623 @@
+"""Model calls recorded as OpenTelemetry spans, rebuilt as the requests that were sent.
+
+Instrumented agents describe each model call as a span. Four dialects are seen in the wild
+(``docs/ingest-formats.md`` §3.2-3.4), read in this order of precedence:
+
+- **Langfuse** (``langfuse.observation.input`` / ``.output`` as JSON, ``.model.name``,
+  ``.usage_details``), as the Langfuse SDK sends them;
+- **OpenTelemetry GenAI, current** (``gen_ai.input.messages`` / ``gen_ai.output.messages`` made of
+  parts, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, ``gen_ai.usage.*``);
+- **OpenInference** (the raw request in ``input.value`` when its mime type is JSON, else
+  ``llm.input_messages.N.message.*`` and ``llm.tools.N.tool.json_schema``, ``llm.token_count.*``);
+- **OpenTelemetry GenAI, older** (``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``, and the
+  per-message span events ``gen_ai.{system,user,assistant,tool}.message`` and ``gen_ai.choice``).
+
+Each becomes the request of one of the message formats (``openai-chat`` unless the span carries
+an Anthropic or Responses request verbatim), so regions, counting and strategies work unchanged:
+tool calls keep their ids, so they pair with their results. Usage is normalized as
+:func:`compaction.usage.normalize_usage` does (input tokens include cache reads and writes).
+
+Pure functions over plain values: a :class:`Span` is built by whoever decoded the export
+(protobuf or OTLP JSON).
+
+Example:
+    >>> hi = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    >>> span = Span("t1", "s1", "chat gpt-4o", 1, {
+    ...     "gen_ai.request.model": "gpt-4o", "gen_ai.input.messages": [hi],
+    ...     "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 1})
+    >>> call = captured_call(span)
+    >>> call.dialect, call.format, call.request["messages"], call.usage["input_tokens"]
+    ('gen_ai', 'openai-chat', [{'role': 'user', 'content': 'hi'}], 3)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.errors import FormatError
+
+__all__ = ["CapturedCall", "Span", "SpanEvent", "captured_call", "session_key"]
+
+#: Attributes naming a conversation, span first, then resource (``docs/ingest-formats.md`` §3.2).
+SESSION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")
+
+
+@dataclass(frozen=True)
+class SpanEvent:
+    name: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A span as decoded from an export: hex ids, start time in Unix nanoseconds, attributes as
+    plain values (strings, numbers, booleans, lists, dicts)."""
+
+    trace_id: str
+    span_id: str
+    name: str
+    start: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    resource: Mapping[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+
+@dataclass(frozen=True)
+class CapturedCall:
+    """One model call rebuilt from a span: the request in ``format``, what the model answered
+    (messages of the same format), normalized usage, and what the span did not record."""
+
+    dialect: str
+    format: str
+    request: dict[str, Any]
+    response: list[dict[str, Any]]
+    usage: dict[str, int] | None
+    model: str | None
+    unknown: tuple[str, ...]
+
+
+def session_key(span: Span) -> str:
+    """The conversation a span belongs to: ``session.id``, ``gen_ai.conversation.id`` or
+    ``langfuse.session.id`` (span, then resource), else its trace id."""
+    for attributes in (span.attributes, span.resource):
+        for name in SESSION_ATTRIBUTES:
+            value = attributes.get(name)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return span.trace_id
+
+
+def captured_call(span: Span) -> CapturedCall | None:
+    """The model call ``span`` records, or None when it records none (a tool, an agent, an HTTP
+    call: accepted and ignored).
+
+    Raises:
+        FormatError: an LLM span whose content cannot be read (malformed JSON, a message with
+            no role); ``path`` names the attribute.
+    """
+    a = span.attributes
+    if "langfuse.observation.input" in a and _is_generation(a):
+        return _langfuse(span)
+    if "gen_ai.input.messages" in a:
+        return _gen_ai(span)
+    if a.get("openinference.span.kind") == "LLM" or "llm.input_messages.0.message.role" in a:
+        return _openinference(span)
+    if "gen_ai.prompt.0.role" in a or "gen_ai.prompt.0.content" in a or _message_events(span):
+        return _gen_ai_legacy(span)
+    return None
+
+
+# --- shared helpers ------------------------------------------------------------------------------
+
+
+def _json(value: Any, path: str) -> Any:
+    """An attribute that holds JSON: a string is decoded, structured values pass through."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError) as error:
+        raise FormatError(path, f"is not JSON ({error})") from None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float) and value.is_integer():
+        return max(0, int(value))
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return 0
+
+
+def _usage(input_tokens: Any, output_tokens: Any, read: Any = 0, write: Any = 0) -> dict[str, int]:
+    return {
+        "input_tokens": _count(input_tokens),
+        "output_tokens": _count(output_tokens),
+        "cache_read_tokens": _count(read),
+        "cache_write_tokens": _count(write),
+    }
+
+
+def _model(a: Mapping[str, Any]) -> str | None:
+    for name in (
+        "langfuse.observation.model.name",
+        "gen_ai.request.model",
+        "gen_ai.response.model",
+        "llm.model_name",
+        "model",
+    ):
+        value = a.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _chat_request(
+    a: Mapping[str, Any], messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"model": _model(a) or "unknown", "messages": messages}
+    if tools:
+        request["tools"] = tools
+    max_tokens = _count(a.get("gen_ai.request.max_tokens"))
+    if max_tokens:
+        request["max_tokens"] = max_tokens
+    return request
+
+
+def _call(
+    dialect: str,
+    a: Mapping[str, Any],
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    response: list[dict[str, Any]],
+    usage: dict[str, int] | None,
+) -> CapturedCall:
+    return CapturedCall(
+        dialect=dialect,
+        format="openai-chat",
+        request=_chat_request(a, messages, tools),
+        response=response,
+        usage=usage,
+        model=_model(a),
+        unknown=() if tools else ("tools",),
+    )
+
+
+def _function_tool(name: Any, description: Any = None, parameters: Any = None) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": str(name)}
+    if description:
+        function["description"] = str(description)
+    if isinstance(parameters, Mapping):
+        function["parameters"] = dict(parameters)
+    return {"type": "function", "function": function}
+
+
+def _tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    return {
+        "id": str(call_id or ""),
+        "type": "function",
+        "function": {
+            "name": str(name or ""),
+            "arguments": _text(arguments if arguments is not None else {}),
+        },
+    }
+
+
+# --- OpenTelemetry GenAI, current: messages of parts ---------------------------------------------
+
+
+def _part_content(part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A text or media part as an OpenAI Chat content part (None for parts without one)."""
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": _text(part.get("content", ""))}
+    if kind in ("blob", "uri") and part.get("modality") == "image":
+        if kind == "uri":
+            url = str(part.get("uri", ""))
+        else:
+            url = f"data:{part.get('mime_type') or 'image/png'};base64,{part.get('content', '')}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    if kind in ("blob", "uri", "file"):
+        what = part.get("uri") or part.get("file_id") or part.get("mime_type") or "content"
+        return {"type": "text", "text": f"[{part.get('modality', 'file')}: {what}]"}
+    return None
+
+
+def _content(parts: list[dict[str, Any]]) -> Any:
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return parts[0]["text"]
+    return parts or None
+
+
+def _parts_messages(raw: Any, path: str) -> list[dict[str, Any]]:
+    """OTel GenAI messages (``{role, parts, name?}``) as OpenAI Chat messages."""
+    messages: list[dict[str, Any]] = []
+    if not isinstance(raw, list):
+        raise FormatError(path, "expected a list of messages")
+    for i, message in enumerate(raw):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise FormatError(f"{path}.{i}.role", "a message needs a role")
+        role = message["role"]
+        parts = message.get("parts") or []
+        if not isinstance(parts, list):
+            raise FormatError(f"{path}.{i}.parts", "expected a list of parts")
+        parts = [p for p in parts if isinstance(p, Mapping)]
+        if role == "tool" or any(p.get("type") == "tool_call_response" for p in parts):
+            for part in parts:
+                if part.get("type") == "tool_call_response":
+                    result = part.get("response", part.get("result", ""))
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": str(part.get("id") or ""),
+                            "content": _text(result),
+                        }
+                    )
+            continue
+        content = [c for c in (_part_content(p) for p in parts) if c is not None]
+        out: dict[str, Any] = {"role": role, "content": _content(content)}
+        calls = [
+            _tool_call(p.get("id"), p.get("name"), p.get("arguments"))
+            for p in parts
+            if p.get("type") == "tool_call"
+        ]
+        if role == "assistant" and calls:
+            out["tool_calls"] = calls
+        elif out["content"] is None:
+            out["content"] = ""
+        if isinstance(message.get("name"), str) and role in ("user", "system"):
+            out["name"] = message["name"]
+        messages.append(out)
+    return messages
+
+
+def _system_instructions(raw: Any) -> str | None:
+    """``gen_ai.system_instructions`` in either shape (parts, or messages of parts)."""
+    if not isinstance(raw, list):
+        return _text(raw) if raw else None
+    texts: list[str] = []
+    for item in raw:
+        if isinstance(item, Mapping) and isinstance(item.get("parts"), list):
+            texts += [_text(p.get("content", "")) for p in item["parts"] if isinstance(p, Mapping)]
+        elif isinstance(item, Mapping) and item.get("type") == "text":
+            texts.append(_text(item.get("content", "")))
+    return "\n".join(texts) or None
+
+
+def _gen_ai_tools(raw: Any) -> list[dict[str, Any]]:
+    tools = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, Mapping) and isinstance(item.get("function"), Mapping):
+            tools.append({"type": "function", "function": dict(item["function"])})
+        elif isinstance(item, Mapping) and item.get("name"):
+            tools.append(
+                _function_tool(item["name"], item.get("description"), item.get("parameters"))
+            )
+    return tools
+
+
+def _gen_ai_usage(a: Mapping[str, Any]) -> dict[str, int] | None:
+    if "gen_ai.usage.input_tokens" in a or "gen_ai.usage.output_tokens" in a:
+        return _usage(
+            a.get("gen_ai.usage.input_tokens"),
+            a.get("gen_ai.usage.output_tokens"),
+            a.get("gen_ai.usage.cache_read.input_tokens"),
+            a.get("gen_ai.usage.cache_creation.input_tokens"),
+        )
+    if "gen_ai.usage.prompt_tokens" in a:
+        return _usage(a.get("gen_ai.usage.prompt_tokens"), a.get("gen_ai.usage.completion_tokens"))
+    return None
+
+
+def _gen_ai(span: Span) -> CapturedCall:
+    a = span.attributes
+    messages = _parts_messages(
+        _json(a["gen_ai.input.messages"], "gen_ai.input.messages"), "gen_ai.input.messages"
+    )
+    system = _system_instructions(
+        _json(a.get("gen_ai.system_instructions"), "gen_ai.system_instructions")
+    )
+    if system and not any(m["role"] == "system" for m in messages):
+        messages.insert(0, {"role": "system", "content": system})
+    tools = _gen_ai_tools(_json(a.get("gen_ai.tool.definitions"), "gen_ai.tool.definitions"))
+    output = a.get("gen_ai.output.messages")
+    response = (
+        _parts_messages(_json(output, "gen_ai.output.messages"), "gen_ai.output.messages")
+        if output
+        else []
+    )
+    return _call("gen_ai", a, messages, tools, response, _gen_ai_usage(a))
+
+
+# --- OpenTelemetry GenAI, older: flattened prompts and per-message events -----------------------
+
+
+def _flattened(a: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """``{prefix}.{i}.{key...}`` attributes as a list of nested dicts, in index order."""
+    found: dict[int, dict[str, Any]] = {}
+    pattern = re.compile(re.escape(prefix) + r"\.(\d+)\.(.+)")
+    for name, value in a.items():
+        match = pattern.fullmatch(name)
+        if match is None:
+            continue
+        node = found.setdefault(int(match.group(1)), {})
+        *parents, leaf = match.group(2).split(".")
+        for key in parents:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = node[key] = {}
+            node = child
+        node[leaf] = value
+    return [found[i] for i in sorted(found)]
+
+
+def _indexed(node: Any) -> list[Any]:
+    """A dict keyed by indices (``{"0": ..., "1": ...}``) as a list."""
+    if not isinstance(node, Mapping):
+        return []
+    return [
+        node[k]
+        for k in sorted(node, key=lambda k: int(k) if str(k).isdigit() else 0)
+        if str(k).isdigit()
+    ]
+
+
+def _legacy_message(item: Mapping[str, Any], path: str) -> dict[str, Any]:
+    role = item.get("role")
+    if not isinstance(role, str):
+        raise FormatError(f"{path}.role", "a message needs a role")
+    message: dict[str, Any] = {"role": role, "content": item.get("content")}
+    calls = [
+        _tool_call(c.get("id"), c.get("name"), c.get("arguments"))
+        for c in _indexed(item.get("tool_calls"))
+        if isinstance(c, Mapping)
+    ]
+    if calls:
+        message["tool_calls"] = calls
+    elif message["content"] is None:
+        message["content"] = ""
+    if role == "tool":
+        message["tool_call_id"] = str(item.get("tool_call_id") or item.get("id") or "")
+        message["content"] = _text(message["content"] or "")
+    elif message["content"] is not None and not isinstance(message["content"], str):
+        message["content"] = _text(message["content"])
+    return message
+
+
+EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def _message_events(span: Span) -> list[SpanEvent]:
+    return [e for e in span.events if e.name in EVENT_ROLES or e.name == "gen_ai.choice"]
+
+
+def _event_message(event: SpanEvent, path: str) -> dict[str, Any]:
+    body: Mapping[str, Any] = event.attributes
+    if "gen_ai.event.content" in body:
+        decoded = _json(body["gen_ai.event.content"], f"{path}.gen_ai.event.content")
+        body = decoded if isinstance(decoded, Mapping) else {"content": decoded}
+    if event.name == "gen_ai.choice":
+        message = _json(body.get("message"), f"{path}.message")
+        body = message if isinstance(message, Mapping) else body
+    role = EVENT_ROLES.get(event.name) or str(body.get("role") or "assistant")
+    item: dict[str, Any] = {"role": role, "content": body.get("content")}
+    calls = _json(body.get("tool_calls"), f"{path}.tool_calls")
+    if isinstance(calls, list):
+        item["tool_calls"] = {
+            str(i): {
+                "id": c.get("id"),
+                "name": (c.get("function") or {}).get("name", c.get("name")),
+                "arguments": (c.get("function") or {}).get("arguments", c.get("arguments")),
+            }
+            for i, c in enumerate(calls)
+            if isinstance(c, Mapping)
+        }
+    if role == "tool":
+        item["tool_call_id"] = body.get("id") or body.get("tool_call_id")
+    return _legacy_message(item, path)
+
+
+def _gen_ai_legacy(span: Span) -> CapturedCall:
+    a = span.attributes
+    prompts = _flattened(a, "gen_ai.prompt")
+    if prompts:
+        messages = [_legacy_message(p, f"gen_ai.prompt.{i}") for i, p in enumerate(prompts)]
+        response = [
+            _legacy_message(c, f"gen_ai.completion.{i}")
+            for i, c in enumerate(_flattened(a, "gen_ai.completion"))
+        ]
+    else:
+        events = _message_events(span)
+        messages = [
+            _event_message(e, f"events.{i}")
+            for i, e in enumerate(events)
+            if e.name != "gen_ai.choice"
+        ]
+        response = [
+            _event_message(e, f"events.{i}")
+            for i, e in enumerate(events)
+            if e.name == "gen_ai.choice"
+        ]
+    tools = [
+        _function_tool(
+            f.get("name"), f.get("description"), _json(f.get("parameters"), "llm.request.functions")
+        )
+        for f in _flattened(a, "llm.request.functions")
+        if f.get("name")
+    ]
+    return _call("gen_ai.legacy", a, messages, tools, response, _gen_ai_usage(a))
+
+
+# --- OpenInference -------------------------------------------------------------------------------
+
+
+def _request_format(request: Mapping[str, Any], provider: str) -> str:
+    if "input" in request and "messages" not in request:
+        return "openai-responses"
+    if provider == "anthropic" or "system" in request or "anthropic_version" in request:
+        return "anthropic-messages"
+    return "openai-chat"
+
+
+def _oi_message(item: Mapping[str, Any], path: str) -> dict[str, Any]:
+    message = item.get("message") if isinstance(item.get("message"), Mapping) else item
+    assert isinstance(message, Mapping)
+    flat: dict[str, Any] = {"role": message.get("role")}
+    content = message.get("content")
+    contents = [
+        c.get("message_content", c)
+        for c in _indexed(message.get("contents"))
+        if isinstance(c, Mapping)
+    ]
+    if content is None and contents:
+        texts = [str(c.get("text", "")) for c in contents if c.get("type") == "text"]
+        content = "\n".join(texts)
+    flat["content"] = content
+    flat["tool_calls"] = {
+        str(i): {
+            "id": (c.get("tool_call") or {}).get("id"),
+            "name": ((c.get("tool_call") or {}).get("function") or {}).get("name"),
+            "arguments": ((c.get("tool_call") or {}).get("function") or {}).get("arguments"),
+        }
+        for i, c in enumerate(_indexed(message.get("tool_calls")))
+        if isinstance(c, Mapping)
+    }
+    flat["tool_call_id"] = message.get("tool_call_id")
+    return _legacy_message(flat, path)
+
+
+def _openinference(span: Span) -> CapturedCall:
+    a = span.attributes
+    usage = None
+    if "llm.token_count.prompt" in a or "llm.token_count.completion" in a:
+        usage = _usage(
+            a.get("llm.token_count.prompt"),
+            a.get("llm.token_count.completion"),
+            a.get("llm.token_count.prompt_details.cache_read"),
+            a.get("llm.token_count.prompt_details.cache_write"),
+        )
+    provider = str(a.get("llm.provider") or a.get("llm.system") or "")
+    raw = a.get("input.value")
+    if a.get("input.mime_type") == "application/json" and isinstance(raw, str):
+        request = _json(raw, "input.value")
+        if isinstance(request, Mapping) and ("messages" in request or "input" in request):
+            request = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+            format = _request_format(request, provider)
+            response = [
+                _oi_message(m, f"llm.output_messages.{i}")
+                for i, m in enumerate(_flattened(a, "llm.output_messages"))
+            ]
+            has_tools = bool(request.get("tools"))
+            return CapturedCall(
+                dialect="openinference",
+                format=format,
+                request=dict(request),
+                response=response if format == "openai-chat" else [],
+                usage=usage,
+                model=_model(a) or (str(request.get("model")) if request.get("model") else None),
+                unknown=() if has_tools else ("tools",),
+            )
+    messages = [
+        _oi_message(m, f"llm.input_messages.{i}")
+        for i, m in enumerate(_flattened(a, "llm.input_messages"))
+    ]
+    response = [
+        _oi_message(m, f"llm.output_messages.{i}")
+        for i, m in enumerate(_flattened(a, "llm.output_messages"))
+    ]
+    tools = []
+    for i, tool in enumerate(_flattened(a, "llm.tools")):
+        schema = _json(
+            (tool.get("tool") or {}).get("json_schema"), f"llm.tools.{i}.tool.json_schema"
+        )
+        if isinstance(schema, Mapping) and isinstance(schema.get("function"), Mapping):
+            tools.append({"type": "function", "function": dict(schema["function"])})
+        elif isinstance(schema, Mapping) and schema.get("name"):
+            tools.append(
+                _function_tool(
+                    schema["name"],
+                    schema.get("description"),
+                    schema.get("parameters") or schema.get("input_schema"),
+                )
+            )
+    return _call("openinference", a, messages, tools, response, usage)
+
+
+# --- Langfuse ------------------------------------------------------------------------------------
+
+
+def _is_generation(a: Mapping[str, Any]) -> bool:
+    kind = a.get("langfuse.observation.type")
+    return kind == "generation" or (kind is None and _model(a) is not None)
+
+
+def _langfuse_usage(a: Mapping[str, Any]) -> dict[str, int] | None:
+    details = _json(
+        a.get("langfuse.observation.usage_details"), "langfuse.observation.usage_details"
+    )
+    if not isinstance(details, Mapping):
+        return _gen_ai_usage(a)
+    read = details.get("input_cached_tokens") or details.get("cache_read_input_tokens") or 0
+    write = details.get("input_cache_creation") or details.get("cache_creation_input_tokens") or 0
+    if "prompt_tokens" in details:  # an OpenAI usage object passed through
+        return _usage(details.get("prompt_tokens"), details.get("completion_tokens"), read, write)
+    # Langfuse's own keys: "input" is what was not read from or written to the cache.
+    return _usage(
+        _count(details.get("input")) + _count(read) + _count(write),
+        details.get("output"),
+        read,
+        write,
+    )
+
+
+def _langfuse(span: Span) -> CapturedCall:
+    a = span.attributes
+    raw = _json(a["langfuse.observation.input"], "langfuse.observation.input")
+    output = _json(a.get("langfuse.observation.output"), "langfuse.observation.output")
+    request: Mapping[str, Any]
+    if isinstance(raw, list):
+        request = {"messages": raw}
+    elif isinstance(raw, Mapping) and ("messages" in raw or "input" in raw):
+        request = raw
+    else:
+        raise FormatError("langfuse.observation.input", "expected a list of messages or a request")
+    parameters = _json(
+        a.get("langfuse.observation.model.parameters"), "langfuse.observation.model.parameters"
+    )
+    request = {"model": _model(a) or "unknown", **request}
+    if isinstance(parameters, Mapping) and "tools" in parameters and "tools" not in request:
+        request["tools"] = _json(parameters["tools"], "langfuse.observation.model.parameters.tools")
+    format = _request_format(
+        request, str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or "")
+    )
+    response: list[dict[str, Any]] = []
+    if isinstance(output, Mapping) and output.get("role"):
+        response = [dict(output)]
+    elif isinstance(output, list):
+        response = [dict(m) for m in output if isinstance(m, Mapping) and m.get("role")]
+    return CapturedCall(
+        dialect="langfuse",
+        format=format,
+        request=dict(request),
+        response=response if format == "openai-chat" else [],
+        usage=_langfuse_usage(a),
+        model=_model(a),
+        unknown=() if request.get("tools") else ("tools",),
+    )

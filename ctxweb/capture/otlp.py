@@ -1,0 +1,266 @@
+"""OTLP/HTTP traces in and out: an ``ExportTraceServiceRequest`` (protobuf, or OTLP JSON with hex
+ids) decoded into :class:`~compaction.telemetry.Span` values, gzip bodies inflated under a cap,
+and the answers OTLP clients expect (``ExportTraceServiceResponse`` with ``partial_success``, or a
+``google.rpc.Status`` for an error) in the request's encoding.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from ctxweb.contexts.services.capture import Span, SpanEvent
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+#: google.rpc codes used in error answers.
+INVALID_ARGUMENT = 3
+UNAUTHENTICATED = 16
+PERMISSION_DENIED = 7
+RESOURCE_EXHAUSTED = 8
+
+
+class BadExport(ValueError):
+    """The body is not an export this receiver can read (the message says why)."""
+
+
+class TooLarge(ValueError):
+    """The body inflates past the size cap."""
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    """``body`` as sent, decompressed for ``Content-Encoding: gzip`` (or ``deflate``) up to
+    ``limit`` bytes: :class:`TooLarge` past it (never a decompression bomb)."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise BadExport(f"unsupported Content-Encoding {encoding!r}; send gzip or none")
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | (16 if encoding == "gzip" else 0))
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as error:
+        raise BadExport(f"the body is not valid {encoding} ({error})") from None
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise TooLarge(f"the body inflates past {limit} bytes")
+    return data
+
+
+# --- protobuf ------------------------------------------------------------------------------------
+
+
+def _any_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    return {kv.key: _any_value(kv.value) for kv in items}
+
+
+def spans_from_protobuf(data: bytes) -> list[Span]:
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except (DecodeError, RecursionError, ValueError) as error:
+        raise BadExport(f"not an ExportTraceServiceRequest ({error})") from None
+    spans = []
+    for resource_spans in request.resource_spans:
+        resource = _attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                spans.append(
+                    Span(
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        name=span.name,
+                        start=span.start_time_unix_nano,
+                        attributes=_attributes(span.attributes),
+                        events=tuple(
+                            SpanEvent(e.name, _attributes(e.attributes)) for e in span.events
+                        ),
+                        resource=resource,
+                        scope=scope_spans.scope.name,
+                    )
+                )
+    return spans
+
+
+# --- OTLP JSON -----------------------------------------------------------------------------------
+
+
+def _field(node: Mapping[str, Any], camel: str) -> Any:
+    """A field by its lowerCamelCase name or its protobuf snake_case one (both are valid JSON)."""
+    if camel in node:
+        return node[camel]
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+    return node.get(snake)
+
+
+def _json_value(value: Any, path: str) -> Any:
+    if not isinstance(value, Mapping):
+        raise BadExport(f"{path}: expected an AnyValue object")
+    for key, read in (
+        ("stringValue", str),
+        ("boolValue", bool),
+        ("doubleValue", float),
+    ):
+        found = _field(value, key)
+        if found is not None:
+            if not isinstance(found, (str, bool, int, float)):
+                raise BadExport(f"{path}.{key}: expected a scalar")
+            return read(found) if key != "boolValue" else bool(found)
+    found = _field(value, "intValue")
+    if found is not None:
+        try:
+            return int(found)
+        except (TypeError, ValueError):
+            raise BadExport(f"{path}.intValue: expected an integer") from None
+    found = _field(value, "arrayValue")
+    if found is not None:
+        values = _field(found, "values") or [] if isinstance(found, Mapping) else None
+        if not isinstance(values, list):
+            raise BadExport(f"{path}.arrayValue: expected {{values: [...]}}")
+        return [_json_value(v, f"{path}.arrayValue.values.{i}") for i, v in enumerate(values)]
+    found = _field(value, "kvlistValue")
+    if found is not None:
+        values = _field(found, "values") or [] if isinstance(found, Mapping) else None
+        if not isinstance(values, list):
+            raise BadExport(f"{path}.kvlistValue: expected {{values: [...]}}")
+        return _json_attributes(values, f"{path}.kvlistValue.values")
+    found = _field(value, "bytesValue")
+    if found is not None:
+        return str(found)
+    return None
+
+
+def _json_attributes(items: Any, path: str) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise BadExport(f"{path}: expected a list of {{key, value}}")
+    attributes = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+            raise BadExport(f"{path}.{i}: expected {{key, value}}")
+        attributes[item["key"]] = _json_value(item.get("value") or {}, f"{path}.{i}.value")
+    return attributes
+
+
+def _hex_id(value: Any, size: int, path: str) -> str:
+    if not isinstance(value, str):
+        raise BadExport(f"{path}: expected a hex string")
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raw = b""
+    if len(raw) != size:
+        # Some clients send the protobuf JSON mapping's base64 instead of OTLP's hex.
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+    if len(raw) != size:
+        raise BadExport(f"{path}: expected {size * 2} hex digits")
+    return raw.hex()
+
+
+def _list(
+    node: Mapping[str, Any], camel: str, path: str
+) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    items = _field(node, camel) or []
+    if not isinstance(items, list):
+        raise BadExport(f"{path}.{camel}: expected a list")
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise BadExport(f"{path}.{camel}.{i}: expected an object")
+        yield i, item
+
+
+def spans_from_json(data: bytes) -> list[Span]:
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise BadExport(f"not JSON ({error})") from None
+    if not isinstance(document, Mapping):
+        raise BadExport("expected an object with resourceSpans")
+    spans = []
+    for r, resource_spans in _list(document, "resourceSpans", ""):
+        where = f"resourceSpans.{r}"
+        resource_node = _field(resource_spans, "resource") or {}
+        resource = _json_attributes(
+            _field(resource_node, "attributes"), f"{where}.resource.attributes"
+        )
+        for s, scope_spans in _list(resource_spans, "scopeSpans", where):
+            scope = _field(scope_spans, "scope") or {}
+            for n, span in _list(scope_spans, "spans", f"{where}.scopeSpans.{s}"):
+                path = f"{where}.scopeSpans.{s}.spans.{n}"
+                try:
+                    start = int(_field(span, "startTimeUnixNano") or 0)
+                except (TypeError, ValueError):
+                    raise BadExport(f"{path}.startTimeUnixNano: expected an integer") from None
+                spans.append(
+                    Span(
+                        trace_id=_hex_id(_field(span, "traceId"), 16, f"{path}.traceId"),
+                        span_id=_hex_id(_field(span, "spanId"), 8, f"{path}.spanId"),
+                        name=str(_field(span, "name") or ""),
+                        start=start,
+                        attributes=_json_attributes(
+                            _field(span, "attributes"), f"{path}.attributes"
+                        ),
+                        events=tuple(
+                            SpanEvent(
+                                str(_field(event, "name") or ""),
+                                _json_attributes(
+                                    _field(event, "attributes"), f"{path}.events.{e}.attributes"
+                                ),
+                            )
+                            for e, event in _list(span, "events", path)
+                        ),
+                        resource=resource,
+                        scope=str(_field(scope, "name") or "")
+                        if isinstance(scope, Mapping)
+                        else "",
+                    )
+                )
+    return spans
+
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+def export_answer(media_type: str, rejected: int, message: str) -> bytes:
+    """An ``ExportTraceServiceResponse``; ``partial_success`` only when spans were rejected."""
+    if media_type == PROTOBUF:
+        answer = trace_service_pb2.ExportTraceServiceResponse()
+        if rejected:
+            answer.partial_success.rejected_spans = rejected
+            answer.partial_success.error_message = message
+        return bytes(answer.SerializeToString())
+    body: dict[str, Any] = {}
+    if rejected:
+        body["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
+    return json.dumps(body).encode()
+
+
+def status_answer(media_type: str, code: int, message: str) -> bytes:
+    """A ``google.rpc.Status``, the body of an OTLP error answer."""
+    if media_type == PROTOBUF:
+        return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
+    return json.dumps({"code": code, "message": message}).encode()

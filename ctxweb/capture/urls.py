@@ -1,0 +1,11 @@
+"""Capture routes: OTLP's own path (exporters append ``/v1/traces`` to a base endpoint) and
+Langfuse's."""
+
+from django.urls import path
+
+from ctxweb.capture.views import TracesApi
+
+urlpatterns = [
+    path("v1/traces", TracesApi.as_view(), name="otlp-traces"),
+    path("api/public/otel/v1/traces", TracesApi.as_view(), name="langfuse-otlp-traces"),
+]

@@ -1,0 +1,122 @@
+"""``POST /v1/traces`` and ``POST /api/public/otel/v1/traces``: the OTLP/HTTP traces receiver.
+
+Point an OTLP exporter at ctxweb (``OTEL_EXPORTER_OTLP_ENDPOINT=https://ctxweb.example``, or
+Langfuse's ``{base}/api/public/otel``) with ``Authorization: Bearer <ctxweb key>``, or HTTP Basic
+with the key as the password. Every model-call span becomes a turn
+(:mod:`ctxweb.contexts.services.capture`); the answer is OTLP's ``ExportTraceServiceResponse`` in
+the request's encoding, ``partial_success`` counting the spans rejected and why. Errors are a
+``google.rpc.Status`` with the HTTP status OTLP clients act on: 400 (not an export: do not
+retry), 401, 403, 413, 415, 429 (retry later).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ctxweb.accounts.access import access_for_request
+from ctxweb.authentication import ApiKeyAuthentication, BasicKeyAuthentication
+from ctxweb.capture import otlp
+from ctxweb.contexts.services.capture import spans_ingest
+
+#: How many rejection reasons an answer names (the count is always whole).
+REASONS = 5
+
+
+class RawParser(BaseParser):
+    """Leaves the body to the view (protobuf or JSON, maybe gzipped)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        return None
+
+
+def _media_type(request: Any) -> str:
+    content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    return otlp.JSON if content_type == otlp.JSON else otlp.PROTOBUF
+
+
+def _answer(request: Any, status: int, body: bytes) -> HttpResponse:
+    return HttpResponse(body, status=status, content_type=_media_type(request))
+
+
+class TracesApi(APIView):
+    """OTLP/HTTP traces export."""
+
+    authentication_classes = [ApiKeyAuthentication, BasicKeyAuthentication]
+    parser_classes = [RawParser]
+    schema = None  # OTLP's own protocol, not part of the REST API's schema
+
+    @csrf_exempt
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        return super().dispatch(request, *args, **kwargs)
+
+    def post(self, request: Request) -> HttpResponse:
+        access = access_for_request(request)
+        if access is None or not access.can_write:
+            return self._error(request, 403, otlp.PERMISSION_DENIED, "This key may not write.")
+        content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+        if content_type not in (otlp.PROTOBUF, otlp.JSON):
+            return self._error(
+                request,
+                415,
+                otlp.INVALID_ARGUMENT,
+                f"Unsupported Content-Type {content_type!r}: send {otlp.PROTOBUF} or {otlp.JSON}.",
+            )
+        limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        try:
+            data = otlp.inflate(request.body, request.META.get("HTTP_CONTENT_ENCODING", ""), limit)
+            if content_type == otlp.JSON:
+                spans = otlp.spans_from_json(data)
+            else:
+                spans = otlp.spans_from_protobuf(data)
+        except otlp.TooLarge as error:
+            return self._error(request, 413, otlp.RESOURCE_EXHAUSTED, str(error))
+        except otlp.BadExport as error:
+            return self._error(request, 400, otlp.INVALID_ARGUMENT, str(error))
+        result = spans_ingest(project=access.project, spans=spans)
+        reasons = "; ".join(f"span {span}: {why}" for span, why in result.rejected[:REASONS])
+        if len(result.rejected) > REASONS:
+            reasons += f"; and {len(result.rejected) - REASONS} more"
+        body = otlp.export_answer(_media_type(request), len(result.rejected), reasons)
+        return _answer(request, 200, body)
+
+    def _error(self, request: Any, status: int, code: int, message: str) -> HttpResponse:
+        return _answer(request, status, otlp.status_answer(_media_type(request), code, message))
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """Authentication, permission and rate-limit errors in OTLP's shape."""
+        request = self.request
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            message = str(getattr(exc, "detail", exc)) or "Send a ctxweb API key."
+            if isinstance(exc, exceptions.NotAuthenticated):
+                message = (
+                    "No credentials: send Authorization: Bearer <ctxweb key>, or Basic with the"
+                    " key as the password."
+                )
+            response = self._error(request, 401, otlp.UNAUTHENTICATED, message)
+            response["WWW-Authenticate"] = 'Bearer realm="ctxweb"'
+            return cast(Response, response)
+        if isinstance(exc, exceptions.Throttled):
+            response = self._error(request, 429, otlp.RESOURCE_EXHAUSTED, str(exc.detail))
+            wait = getattr(exc, "wait", None)
+            if wait is not None:
+                response["Retry-After"] = str(int(wait) + 1)
+            return cast(Response, response)
+        if isinstance(exc, exceptions.PermissionDenied):
+            return cast(
+                Response, self._error(request, 403, otlp.PERMISSION_DENIED, str(exc.detail))
+            )
+        if isinstance(exc, exceptions.MethodNotAllowed):
+            answer = self._error(request, 405, otlp.INVALID_ARGUMENT, "POST an export here.")
+            return cast(Response, answer)
+        return super().handle_exception(exc)

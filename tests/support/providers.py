@@ -1,0 +1,161 @@
+"""Loopback stand-ins for the providers' APIs, for the real ``openai`` SDK (and what instruments
+it) to call: OpenAI chat completions, streaming and not, answering a scripted tool call or text.
+
+    with openai_stand_in() as api:
+        client = OpenAI(base_url=api.url + "/v1", api_key="sk-test")
+        ...
+        api.requests  # what the SDK sent
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class StandIn:
+    url: str
+    #: What each call answers, in turn: a string is a text reply; a dict ``{"tool": name,
+    #: "arguments": {...}}`` is one tool call. When the script runs out, it answers "done".
+    script: list[Any] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
+
+    def next_reply(self) -> Any:
+        reply = self.script[self.calls] if self.calls < len(self.script) else "done"
+        self.calls += 1
+        return reply
+
+
+def _usage(request: dict[str, Any]) -> dict[str, int]:
+    prompt = max(1, len(json.dumps(request.get("messages", []))) // 4)
+    return {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7}
+
+
+def _message(reply: Any, n: int) -> tuple[dict[str, Any], str]:
+    if isinstance(reply, dict):
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": reply["tool"], "arguments": json.dumps(reply["arguments"])},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    return {"role": "assistant", "content": reply}, "stop"
+
+
+def _chunks(
+    request: dict[str, Any], message: dict[str, Any], finish: str
+) -> Iterator[dict[str, Any]]:
+    base = {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": request["model"],
+    }
+    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+    if message.get("tool_calls"):
+        call = message["tool_calls"][0]
+        head = {
+            "index": 0,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        yield {
+            **base,
+            "choices": [{"index": 0, "delta": {"tool_calls": [head]}, "finish_reason": None}],
+        }
+        arguments = call["function"]["arguments"]
+        for start in range(0, len(arguments), 8):
+            piece = {"index": 0, "function": {"arguments": arguments[start : start + 8]}}
+            yield {
+                **base,
+                "choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}],
+            }
+    else:
+        text = message["content"]
+        for start in range(0, len(text), 5):
+            yield {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": text[start : start + 5]},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    if (request.get("stream_options") or {}).get("include_usage"):
+        yield {**base, "choices": [], "usage": _usage(request)}
+
+
+def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            state.requests.append(request)
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self.send_error(404)
+                return
+            message, finish = _message(state.next_reply(), state.calls)
+            if request.get("stream"):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for chunk in _chunks(request, message, finish):
+                    self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
+                return
+            body = json.dumps(
+                {
+                    "id": f"chatcmpl-{state.calls}",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": request["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": _usage(request),
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+@contextmanager
+def openai_stand_in(script: list[Any] | None = None) -> Iterator[StandIn]:
+    """An OpenAI-compatible chat completions server on a free loopback port."""
+    state = StandIn("", list(script or []))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
