@@ -40,7 +40,15 @@ from typing import Any
 
 from compaction.errors import FormatError
 
-__all__ = ["CapturedCall", "Span", "SpanEvent", "captured_call", "session_key"]
+__all__ = [
+    "CapturedCall",
+    "Span",
+    "SpanEvent",
+    "captured_call",
+    "langfuse_call",
+    "langfuse_usage",
+    "session_key",
+]
 
 #: Attributes naming a conversation, span first, then resource (``docs/ingest-formats.md`` §3.2).
 SESSION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")
@@ -568,45 +576,50 @@ def _is_generation(a: Mapping[str, Any]) -> bool:
     return kind == "generation" or (kind is None and _model(a) is not None)
 
 
-def _langfuse_usage(a: Mapping[str, Any]) -> dict[str, int] | None:
-    details = _json(
-        a.get("langfuse.observation.usage_details"), "langfuse.observation.usage_details"
-    )
+def langfuse_usage(details: Any) -> dict[str, int] | None:
+    """Langfuse usage (``usageDetails``, the legacy ``usage``, or an OpenAI usage object passed
+    through) normalized: Langfuse's ``input`` is what was neither read from nor written to the
+    cache, so those are added back."""
     if not isinstance(details, Mapping):
-        return _gen_ai_usage(a)
+        return None
     read = details.get("input_cached_tokens") or details.get("cache_read_input_tokens") or 0
     write = details.get("input_cache_creation") or details.get("cache_creation_input_tokens") or 0
-    if "prompt_tokens" in details:  # an OpenAI usage object passed through
-        return _usage(details.get("prompt_tokens"), details.get("completion_tokens"), read, write)
-    # Langfuse's own keys: "input" is what was not read from or written to the cache.
-    return _usage(
-        _count(details.get("input")) + _count(read) + _count(write),
-        details.get("output"),
-        read,
-        write,
-    )
+    if "prompt_tokens" in details or "promptTokens" in details:  # OpenAI-style
+        prompt = details.get("prompt_tokens", details.get("promptTokens"))
+        completion = details.get("completion_tokens", details.get("completionTokens"))
+        return _usage(prompt, completion, read, write)
+    if "input" not in details and "output" not in details:
+        return None
+    total_input = _count(details.get("input")) + _count(read) + _count(write)
+    return _usage(total_input, details.get("output"), read, write)
 
 
-def _langfuse(span: Span) -> CapturedCall:
-    a = span.attributes
-    raw = _json(a["langfuse.observation.input"], "langfuse.observation.input")
-    output = _json(a.get("langfuse.observation.output"), "langfuse.observation.output")
+def langfuse_call(
+    *,
+    input: Any,
+    output: Any,
+    model: str | None,
+    usage: Any,
+    parameters: Any = None,
+    provider: str = "",
+) -> CapturedCall:
+    """A Langfuse generation (``input`` messages or request, ``output``, ``model``, usage
+    details, model parameters) as the call it records.
+
+    Raises:
+        FormatError: ``input`` is neither a list of messages nor a request.
+    """
     request: Mapping[str, Any]
-    if isinstance(raw, list):
-        request = {"messages": raw}
-    elif isinstance(raw, Mapping) and ("messages" in raw or "input" in raw):
-        request = raw
+    if isinstance(input, list):
+        request = {"messages": input}
+    elif isinstance(input, Mapping) and ("messages" in input or "input" in input):
+        request = input
     else:
-        raise FormatError("langfuse.observation.input", "expected a list of messages or a request")
-    parameters = _json(
-        a.get("langfuse.observation.model.parameters"), "langfuse.observation.model.parameters"
-    )
-    request = {"model": _model(a) or "unknown", **request}
+        raise FormatError("input", "expected a list of messages or a request")
+    request = {"model": model or "unknown", **request}
     if isinstance(parameters, Mapping) and "tools" in parameters and "tools" not in request:
-        request["tools"] = _json(parameters["tools"], "langfuse.observation.model.parameters.tools")
-    format = _request_format(
-        request, str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or "")
-    )
+        request["tools"] = _json(parameters["tools"], "model.parameters.tools")
+    format = _request_format(request, provider)
     response: list[dict[str, Any]] = []
     if isinstance(output, Mapping) and output.get("role"):
         response = [dict(output)]
@@ -617,7 +630,31 @@ def _langfuse(span: Span) -> CapturedCall:
         format=format,
         request=dict(request),
         response=response if format == "openai-chat" else [],
-        usage=_langfuse_usage(a),
-        model=_model(a),
+        usage=langfuse_usage(usage),
+        model=model,
         unknown=() if request.get("tools") else ("tools",),
     )
+
+
+def _langfuse(span: Span) -> CapturedCall:
+    a = span.attributes
+    details = _json(
+        a.get("langfuse.observation.usage_details"), "langfuse.observation.usage_details"
+    )
+    try:
+        call = langfuse_call(
+            input=_json(a["langfuse.observation.input"], "langfuse.observation.input"),
+            output=_json(a.get("langfuse.observation.output"), "langfuse.observation.output"),
+            model=_model(a),
+            usage=details,
+            parameters=_json(
+                a.get("langfuse.observation.model.parameters"),
+                "langfuse.observation.model.parameters",
+            ),
+            provider=str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or ""),
+        )
+    except FormatError as error:
+        raise FormatError(f"langfuse.observation.{error.path}", error.reason) from None
+    if call.usage is None:
+        return CapturedCall(**{**call.__dict__, "usage": _gen_ai_usage(a)})
+    return call

@@ -1,4 +1,5 @@
-"""``POST /v1/traces`` and ``POST /api/public/otel/v1/traces``: the OTLP/HTTP traces receiver.
+"""``POST /v1/traces`` and ``POST /api/public/otel/v1/traces``: the OTLP/HTTP traces receiver;
+``POST /api/public/ingestion``: Langfuse's batch ingestion.
 
 Point an OTLP exporter at ctxweb (``OTEL_EXPORTER_OTLP_ENDPOINT=https://ctxweb.example``, or
 Langfuse's ``{base}/api/public/otel``) with ``Authorization: Bearer <ctxweb key>``, or HTTP Basic
@@ -25,7 +26,7 @@ from rest_framework.views import APIView
 from ctxweb.accounts.access import access_for_request
 from ctxweb.authentication import ApiKeyAuthentication, BasicKeyAuthentication
 from ctxweb.capture import otlp
-from ctxweb.contexts.services.capture import spans_ingest
+from ctxweb.contexts.services.capture import langfuse_batch_ingest, spans_ingest
 
 #: How many rejection reasons an answer names (the count is always whole).
 REASONS = 5
@@ -120,3 +121,36 @@ class TracesApi(APIView):
             answer = self._error(request, 405, otlp.INVALID_ARGUMENT, "POST an export here.")
             return cast(Response, answer)
         return super().handle_exception(exc)
+
+
+class LangfuseIngestionApi(APIView):
+    """``POST /api/public/ingestion``: Langfuse's batch ingestion, for the SDKs and exporters
+    that still use it (LiteLLM, Dify, older Langfuse SDKs). Answered ``207`` with ``successes``
+    and ``errors`` per event, as Langfuse answers; ``400`` only when the body is no batch."""
+
+    authentication_classes = [ApiKeyAuthentication, BasicKeyAuthentication]
+    schema = None
+
+    def post(self, request: Request) -> Response:
+        access = access_for_request(request)
+        if access is None or not access.can_write:
+            raise exceptions.PermissionDenied("This key may not write.")
+        data = request.data
+        batch = data.get("batch") if isinstance(data, dict) else None
+        if not isinstance(batch, list):
+            return Response(
+                {"message": 'Expected {"batch": [events]}.', "error": "invalid_request"},
+                status=400,
+            )
+        outcomes = langfuse_batch_ingest(project=access.project, batch=batch)
+        return Response(
+            {
+                "successes": [{"id": o.id, "status": o.status} for o in outcomes if o.status < 300],
+                "errors": [
+                    {"id": o.id, "status": o.status, "message": o.message, "error": o.message}
+                    for o in outcomes
+                    if o.status >= 300
+                ],
+            },
+            status=207,
+        )

@@ -13,11 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.cache import cache
 
 from compaction.errors import FormatError
 from compaction.messages import parse
-from compaction.telemetry import CapturedCall, Span, SpanEvent, captured_call, session_key
+from compaction.telemetry import (
+    CapturedCall,
+    Span,
+    SpanEvent,
+    captured_call,
+    langfuse_call,
+    session_key,
+)
 from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services.ingest import (
     SessionFormatConflict,
     TurnConflict,
@@ -94,4 +105,171 @@ def spans_ingest(*, project: Project, spans: Sequence[Span]) -> CaptureResult:
     return result
 
 
-__all__ = ["SOURCE", "TURN_ID_PREFIX", "CaptureResult", "Span", "SpanEvent", "spans_ingest"]
+# --- Langfuse's batch ingestion (POST /api/public/ingestion) ------------------------------------
+
+#: A Langfuse generation's ``turn_id``: this and the generation's id.
+LANGFUSE_TURN_PREFIX = "lf:"
+#: How long a trace's session is remembered for generations that arrive in later batches.
+TRACE_SESSION_SECONDS = 24 * 3600
+#: Event types that are accepted and have nothing for ctxweb.
+IGNORED_TYPES = frozenset({"span-create", "span-update", "event-create", "score-create", "sdk-log"})
+GENERATION_TYPES = frozenset({"generation-create", "generation-update"})
+OBSERVATION_TYPES = frozenset({"observation-create", "observation-update"})
+
+
+@dataclass(frozen=True)
+class EventOutcome:
+    """One batch event's answer, as Langfuse gives it: ``status`` 201, or an error status and
+    message."""
+
+    id: str
+    status: int
+    message: str = ""
+
+
+def _trace_session_key(project: Project, trace_id: str) -> str:
+    return f"ctxweb:lf-trace:{project.pk}:{trace_id}"
+
+
+def langfuse_batch_ingest(*, project: Project, batch: Sequence[Any]) -> list[EventOutcome]:
+    """Store the model calls a Langfuse ingestion batch records; one outcome per event.
+
+    ``trace-create`` events name their trace's session (remembered for a day, for generations
+    in later batches); ``generation-create`` and ``-update`` events are merged by the
+    generation's id, and a generation with its ``input`` becomes a turn of its trace's session
+    (else of the trace, by its id) with ``turn_id`` ``lf:<id>``. Usage that arrives in a later
+    update is reported on the stored turn. Spans, events, scores and SDK logs are accepted and
+    ignored; an event that cannot be read gets its own error, and the rest still land.
+    """
+    outcomes: dict[int, EventOutcome] = {}
+    traces: dict[str, str] = {}
+    generations: dict[str, dict[str, Any]] = {}
+    members: dict[str, list[int]] = {}
+    for position, event in enumerate(batch):
+        event_id = str(event.get("id", "")) if isinstance(event, dict) else ""
+        if not isinstance(event, dict) or not event_id or not isinstance(event.get("body"), dict):
+            outcomes[position] = EventOutcome(
+                event_id, 400, "an event needs an id, a type and a body"
+            )
+            continue
+        kind, body = event.get("type"), event["body"]
+        if kind == "trace-create":
+            if isinstance(body.get("id"), str) and isinstance(body.get("sessionId"), str):
+                traces[body["id"]] = body["sessionId"]
+            outcomes[position] = EventOutcome(event_id, 201)
+        elif kind in GENERATION_TYPES or (
+            kind in OBSERVATION_TYPES and str(body.get("type", "")).upper() == "GENERATION"
+        ):
+            if not isinstance(body.get("id"), str) or not body["id"]:
+                outcomes[position] = EventOutcome(
+                    event_id, 400, "body.id: a generation needs an id"
+                )
+                continue
+            merged = generations.setdefault(body["id"], {})
+            merged.update({k: v for k, v in body.items() if v is not None})
+            members.setdefault(body["id"], []).append(position)
+            outcomes[position] = EventOutcome(event_id, 201)
+        elif kind in IGNORED_TYPES or kind in OBSERVATION_TYPES:
+            outcomes[position] = EventOutcome(event_id, 201)
+        else:
+            outcomes[position] = EventOutcome(
+                event_id, 400, f"type: unsupported event type {kind!r}"
+            )
+    for trace_id, session in traces.items():
+        cache.set(_trace_session_key(project, trace_id), session, TRACE_SESSION_SECONDS)
+    for generation_id, body in generations.items():
+        problem = _generation_ingest(project, generation_id, body, traces)
+        if problem is not None:
+            status, message = problem
+            for position in members[generation_id]:
+                outcomes[position] = EventOutcome(outcomes[position].id, status, message)
+    return [outcomes[i] for i in range(len(batch))]
+
+
+def _generation_ingest(
+    project: Project, generation_id: str, body: dict[str, Any], traces: dict[str, str]
+) -> tuple[int, str] | None:
+    """Store or complete one merged generation; (status, message) when it cannot be."""
+    turn_id = f"{LANGFUSE_TURN_PREFIX}{generation_id}"
+    usage_details = body.get("usageDetails") or body.get("usage")
+    if "input" not in body:  # an update of a generation stored before: its usage, if any
+        turn = Turn.objects.filter(session__project=project, turn_id=turn_id).first()
+        call_usage = None
+        if turn is not None and usage_details is not None:
+            try:
+                call_usage = langfuse_call(
+                    input=[], output=None, model=None, usage=usage_details
+                ).usage
+            except FormatError:
+                call_usage = None
+        if turn is not None and call_usage:
+            _report_usage(turn, call_usage)
+        return None
+    trace_id = str(body.get("traceId") or "")
+    session = traces.get(trace_id) or (
+        cache.get(_trace_session_key(project, trace_id)) if trace_id else None
+    )
+    session = session or trace_id or f"langfuse-{generation_id}"
+    problem = session_id_problem(session)
+    if problem is not None:
+        return 400, f"session id {session[:60]!r} {problem}"
+    try:
+        call = langfuse_call(
+            input=body.get("input"),
+            output=body.get("output"),
+            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            usage=usage_details,
+            parameters=body.get("modelParameters"),
+        )
+        stored = turn_ingest(
+            project=project,
+            external_id=session,
+            context=parse(call.format, call.request),
+            model=call.model,
+            response=call.response or None,
+            usage=call.usage,
+            turn_id=turn_id,
+            body={"format": call.format, "request": call.request},
+            unknown=call.unknown,
+            source="langfuse",
+        )
+    except FormatError as error:
+        return 400, f"{error.path}: {error.reason}"
+    except (SessionFormatConflict, TurnConflict) as error:
+        return 409, str(error) or "the generation was stored with another input"
+    if not stored.created and call.usage:
+        _report_usage(stored.turn, call.usage)
+    return None
+
+
+def _report_usage(turn: Any, usage: dict[str, int]) -> None:
+    """Give a stored turn the usage its provider reported later (a Langfuse update): what it
+    reported beyond what ctxweb counted becomes ``unattributed``. A turn that has usage keeps it."""
+    if turn.reported_input_tokens is not None:
+        return
+    reported = usage["input_tokens"]
+    unattributed = max(0, reported - turn.counted_tokens)
+    total = turn.counted_tokens + unattributed
+    regions = {**turn.regions, "unattributed": unattributed}
+    Turn.objects.filter(pk=turn.pk, reported_input_tokens__isnull=True).update(
+        usage=usage, reported_input_tokens=reported, regions=regions, total_tokens=total
+    )
+    session = Session.objects.get(pk=turn.session_id)
+    if session.turn_count == turn.index + 1:  # the latest turn: the session's fill follows it
+        reserve = turn.max_output_tokens or session.output_reserve
+        usable = max(1, turn.context_window - reserve)
+        Session.objects.filter(pk=session.pk).update(
+            last_total_tokens=total, last_fill=total / usable
+        )
+
+
+__all__ = [
+    "SOURCE",
+    "TURN_ID_PREFIX",
+    "CaptureResult",
+    "EventOutcome",
+    "Span",
+    "SpanEvent",
+    "langfuse_batch_ingest",
+    "spans_ingest",
+]
