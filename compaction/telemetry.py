@@ -45,6 +45,7 @@ __all__ = [
     "Span",
     "SpanEvent",
     "captured_call",
+    "gen_ai_attributes",
     "langfuse_call",
     "langfuse_usage",
     "session_key",
@@ -111,6 +112,8 @@ def captured_call(span: Span) -> CapturedCall | None:
     a = span.attributes
     if "langfuse.observation.input" in a and _is_generation(a):
         return _langfuse(span)
+    if _raw_request(a) is not None:  # the request as sent beats any restatement of it
+        return _openinference(span)
     if "gen_ai.input.messages" in a:
         return _gen_ai(span)
     if a.get("openinference.span.kind") == "LLM" or "llm.input_messages.0.message.role" in a:
@@ -511,6 +514,20 @@ def _oi_message(item: Mapping[str, Any], path: str) -> dict[str, Any]:
     return _legacy_message(flat, path)
 
 
+def _raw_request(a: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The request as sent, when a span carries it (``input.value`` of JSON mime type)."""
+    raw = a.get("input.value")
+    if a.get("input.mime_type") != "application/json" or not isinstance(raw, str):
+        return None
+    try:
+        request = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(request, Mapping) and ("messages" in request or "input" in request):
+        return request
+    return None
+
+
 def _openinference(span: Span) -> CapturedCall:
     a = span.attributes
     usage = None
@@ -521,27 +538,27 @@ def _openinference(span: Span) -> CapturedCall:
             a.get("llm.token_count.prompt_details.cache_read"),
             a.get("llm.token_count.prompt_details.cache_write"),
         )
-    provider = str(a.get("llm.provider") or a.get("llm.system") or "")
-    raw = a.get("input.value")
-    if a.get("input.mime_type") == "application/json" and isinstance(raw, str):
-        request = _json(raw, "input.value")
-        if isinstance(request, Mapping) and ("messages" in request or "input" in request):
-            request = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
-            format = _request_format(request, provider)
-            response = [
-                _oi_message(m, f"llm.output_messages.{i}")
-                for i, m in enumerate(_flattened(a, "llm.output_messages"))
-            ]
-            has_tools = bool(request.get("tools"))
-            return CapturedCall(
-                dialect="openinference",
-                format=format,
-                request=dict(request),
-                response=response if format == "openai-chat" else [],
-                usage=usage,
-                model=_model(a) or (str(request.get("model")) if request.get("model") else None),
-                unknown=() if has_tools else ("tools",),
-            )
+    provider = str(
+        a.get("llm.provider") or a.get("llm.system") or a.get("gen_ai.provider.name") or ""
+    )
+    request = _raw_request(a)
+    if request is not None:
+        request = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+        format = str(a.get("ctxweb.format") or "") or _request_format(request, provider)
+        response = [
+            _oi_message(m, f"llm.output_messages.{i}")
+            for i, m in enumerate(_flattened(a, "llm.output_messages"))
+        ]
+        has_tools = bool(request.get("tools"))
+        return CapturedCall(
+            dialect="raw" if "openinference.span.kind" not in a else "openinference",
+            format=format,
+            request=dict(request),
+            response=response if format == "openai-chat" else [],
+            usage=usage or _gen_ai_usage(a),
+            model=_model(a) or (str(request.get("model")) if request.get("model") else None),
+            unknown=() if has_tools else ("tools",),
+        )
     messages = [
         _oi_message(m, f"llm.input_messages.{i}")
         for i, m in enumerate(_flattened(a, "llm.input_messages"))
@@ -658,3 +675,110 @@ def _langfuse(span: Span) -> CapturedCall:
     if call.usage is None:
         return CapturedCall(**{**call.__dict__, "usage": _gen_ai_usage(a)})
     return call
+
+
+# --- out: a call as an OpenTelemetry GenAI span's attributes ------------------------------------
+
+PROVIDERS = {
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+    "anthropic-messages": "anthropic",
+}
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def _gen_ai_part(part: Any) -> dict[str, Any]:
+    kind = getattr(part, "kind", "")
+    if kind == "text":
+        return {"type": "text", "content": part.text}
+    if kind == "reasoning":
+        return {"type": "reasoning", "content": part.text}
+    if kind == "tool_call":
+        return {
+            "type": "tool_call",
+            "id": part.id,
+            "name": part.name,
+            "arguments": _arguments(part.arguments),
+        }
+    if kind == "tool_result":
+        texts = [getattr(p, "text", "") for p in part.content]
+        return {"type": "tool_call_response", "id": part.tool_call_id, "response": "\n".join(texts)}
+    if kind == "media":
+        modality = "document" if part.media == "file" else part.media
+        if part.url:
+            return {
+                "type": "uri",
+                "modality": modality,
+                "mime_type": part.media_type,
+                "uri": part.url,
+            }
+        return {
+            "type": "blob",
+            "modality": modality,
+            "mime_type": part.media_type,
+            "content": part.data or "",
+        }
+    return {"type": str(kind or "unknown")}
+
+
+def gen_ai_attributes(
+    context: Any,
+    request: Mapping[str, Any],
+    *,
+    model: str | None,
+    usage: Mapping[str, int] | None = None,
+    response: Any = None,
+) -> dict[str, Any]:
+    """A call as OpenTelemetry GenAI span attributes (the current conventions: messages of
+    parts, system instructions, tool definitions, usage), plus the request as sent in
+    ``input.value`` so that reading the span back (:func:`captured_call`) is lossless; ``context``
+    is the request parsed (:class:`compaction.messages.model.Context`)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": PROVIDERS.get(context.format, "unknown"),
+        "gen_ai.request.model": model or str(request.get("model") or "unknown"),
+        "gen_ai.input.messages": json.dumps(
+            [
+                {"role": m.role, "parts": [_gen_ai_part(p) for p in m.parts]}
+                for m in context.messages
+            ],
+            ensure_ascii=False,
+        ),
+        "input.value": json.dumps(request, ensure_ascii=False),
+        "input.mime_type": "application/json",
+        "ctxweb.format": context.format,
+    }
+    if context.system:
+        attributes["gen_ai.system_instructions"] = json.dumps(
+            [_gen_ai_part(p) for p in context.system], ensure_ascii=False
+        )
+    if context.tools:
+        attributes["gen_ai.tool.definitions"] = json.dumps(
+            [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                }
+                for t in context.tools
+            ],
+            ensure_ascii=False,
+        )
+    if context.max_output_tokens:
+        attributes["gen_ai.request.max_tokens"] = context.max_output_tokens
+    if usage:
+        attributes["gen_ai.usage.input_tokens"] = usage.get("input_tokens", 0)
+        attributes["gen_ai.usage.output_tokens"] = usage.get("output_tokens", 0)
+        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.get("cache_read_tokens", 0)
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.get("cache_write_tokens", 0)
+    if response is not None:
+        attributes["output.value"] = json.dumps(response, ensure_ascii=False)
+        attributes["output.mime_type"] = "application/json"
+    return attributes

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -84,3 +86,38 @@ class SessionDetailApi(APIView):
     def get(self, request: Request, external_id: str) -> Response:
         session = require_session(require_access(request), external_id)
         return Response(session_data(session))
+
+
+class SessionExportApi(APIView):
+    """The session out again: ``?format=otlp-json`` (default; an OTLP JSON export of one
+    OpenTelemetry GenAI span per turn, which ``POST /v1/traces`` reads back whole) or ``jsonl``
+    (one turn per line, the request as ingested). Streamed as a download."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("format", str, enum=list(selectors.EXPORT_FORMATS)),
+        ],
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "application/x-ndjson"): OpenApiTypes.STR,
+        },
+        operation_id="v1_sessions_export_retrieve",
+    )
+    def get(self, request: Request, external_id: str) -> StreamingHttpResponse:
+        session = require_session(require_access(request), external_id)
+        format = request.query_params.get("format", "otlp-json")
+        if format not in selectors.EXPORT_FORMATS:
+            raise ApiError(
+                f"Unknown export format {format!r}.",
+                fields={"format": f"one of {', '.join(selectors.EXPORT_FORMATS)}"},
+            )
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session.external_id)
+        if format == "jsonl":
+            body = selectors.session_export_jsonl(session=session)
+            media, suffix = "application/x-ndjson", "jsonl"
+        else:
+            body = selectors.session_export_otlp(session=session)
+            media, suffix = "application/json", "otlp.json"
+        response = StreamingHttpResponse(body, content_type=media)
+        response["Content-Disposition"] = f'attachment; filename="{safe[:100]}.{suffix}"'
+        return response

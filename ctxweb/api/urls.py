@@ -15,6 +15,11 @@ urlpatterns = [
         name="api-operations",
     ),
     path(
+        "sessions/<path:external_id>/export",
+        sessions.SessionExportApi.as_view(),
+        name="api-session-export",
+    ),
+    path(
         "sessions/<path:external_id>/context",
         operations.ManagedContextApi.as_view(),
         name="api-managed-context",

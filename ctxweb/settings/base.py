@@ -202,6 +202,8 @@ REST_FRAMEWORK = {
         "ctxweb.api.throttling.CostlyRateThrottle",
     ],
     "DEFAULT_PAGINATION_CLASS": "ctxweb.api.pagination.StrictLimitOffsetPagination",
+    # ?format= is the export's parameter, not DRF's renderer override (JSON is the one renderer).
+    "URL_FORMAT_OVERRIDE": None,
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -111,6 +111,10 @@ API: dict[str, list[Call]] = {
         Call("POST", "/api/v1/operations/{op}/undo", operator=True, ok=(200, 409))
     ],
     "api-managed-context": [Call("GET", "/api/v1/sessions/{sid}/context")],
+    "api-session-export": [
+        Call("GET", "/api/v1/sessions/{sid}/export?format=jsonl"),
+        Call("GET", "/api/v1/sessions/{sid}/export?format=otlp-json"),
+    ],
     "api-artifact": [Call("GET", "/api/v1/artifacts/{art}")],
     "api-import": [
         Call(

@@ -8,6 +8,11 @@ from ctxweb.contexts.selectors.artifacts import (
     artifact_get,
     artifact_keys_stored,
 )
+from ctxweb.contexts.selectors.exports import (
+    EXPORT_FORMATS,
+    session_export_jsonl,
+    session_export_otlp,
+)
 from ctxweb.contexts.selectors.imports import import_job_get, import_job_list
 from ctxweb.contexts.selectors.inspector import (
     artifacts_by_id,
@@ -60,6 +65,7 @@ from ctxweb.contexts.selectors.turns import (
 )
 
 __all__ = [
+    "EXPORT_FORMATS",
     "POLICY",
     "REGIONS",
     "SESSION_SORTS",
@@ -87,6 +93,8 @@ __all__ = [
     "operation_list",
     "session_any",
     "session_budget",
+    "session_export_jsonl",
+    "session_export_otlp",
     "session_for_user",
     "session_get",
     "session_list",

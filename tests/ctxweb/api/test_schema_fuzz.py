@@ -87,7 +87,7 @@ def test_the_schema_lists_every_api_operation() -> None:
             call.method,
             call.path.format(
                 sid="{external_id}", op="{operation_id}", art="{artifact_id}", imp="{job_id}"
-            ),
+            ).split("?")[0],
         )
         for name, calls in API.items()
         if name not in ("api-schema", "api-docs")  # the schema's own pages are not in it
