@@ -7,12 +7,22 @@ bare session page.
 
 from django.urls import path
 
-from ctxweb.front import artifacts, imports, operations, preview, projects, sessions, turns
+from ctxweb.front import (
+    artifacts,
+    imports,
+    operations,
+    preview,
+    projects,
+    sessions,
+    setup,
+    turns,
+)
 
 urlpatterns = [
     path("", sessions.session_list, name="home"),
     path("accounts/project/", projects.project_switch, name="project-switch"),
     path("imports/", imports.import_list, name="imports"),
+    path("setup/", setup.setup, name="setup"),
     path("sessions/<path:external_id>/preview/", preview.session_preview, name="session-preview"),
     path(
         "sessions/<path:external_id>/operations/",

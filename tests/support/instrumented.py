@@ -4,7 +4,8 @@ own (instrumentations patch the SDK globally):
 
     python -m tests.support.instrumented CLIENT CTXWEB_URL KEY SESSION [--stream]
 
-CLIENT is ``openai-v2`` (OpenTelemetry's ``opentelemetry-instrumentation-openai-v2``, latest
+CLIENT is ``env`` (``openai-v2`` with the exporter configured by the environment alone),
+``openai-v2`` (OpenTelemetry's ``opentelemetry-instrumentation-openai-v2``, latest
 GenAI conventions, the OTLP protobuf exporter), ``openinference``
 (``openinference-instrumentation-openai`` with ``using_session``), ``openllmetry`` (Traceloop's
 ``opentelemetry-instrumentation-openai``, sent as OTLP JSON by :class:`JsonExporter`) or
@@ -198,6 +199,18 @@ def main(argv: Sequence[str]) -> None:
                 ),
                 {"session.id": session},
             )
+            OpenAIInstrumentor().instrument()
+            from openai import OpenAI
+
+            client = OpenAI(base_url=f"{api.url}/v1", api_key="sk-test")
+            call_id = _agent(client, "gpt-4o", stream)
+            provider.shutdown()
+        elif client_name == "env":
+            # Configured by the environment alone, as the setup page's OTLP snippet says.
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+            provider = _provider(OTLPSpanExporter(), {"session.id": session})
             OpenAIInstrumentor().instrument()
             from openai import OpenAI
 

@@ -149,6 +149,7 @@ PAGES: dict[str, list[Call]] = {
         )
     ],
     "artifact-detail": [Call("GET", "/artifacts/{art}/")],
+    "setup": [Call("GET", "/setup/", scope="list")],
     "imports": [
         Call("GET", "/imports/", scope="list"),
         Call(

@@ -140,3 +140,19 @@ def test_an_unknown_export_format_is_a_400_and_the_page_offers_both(world: World
     page = world.login(world.owner).get("/sessions/agent/run-1/")
     assert b"/api/v1/sessions/agent/run-1/export?format=otlp-json" in page.content
     assert b"/api/v1/sessions/agent/run-1/export?format=jsonl" in page.content
+
+
+def test_the_setup_page_shows_every_way_in_for_this_server(world: World) -> None:
+    page = world.login(world.teammate).get("/setup/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    for needle in (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://testserver/v1/traces",
+        "Authorization=Bearer%20$CTXWEB_API_KEY",
+        "using_session",
+        "TRACELOOP_BASE_URL=http://testserver",
+        "LANGFUSE_HOST=http://testserver",
+        "create_api_key --project alpha --role ingest",
+    ):
+        assert needle in text, needle
+    assert 'data-copy="setup-otlp"' in text

@@ -8,6 +8,8 @@ provider's usage kept.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ctxweb.front.setup import setup_snippets
 from tests.support.servers import ROOT, create_key, daphne, embedded_env
 
 #: (client, streaming, whether its spans carry the tool definitions)
@@ -49,11 +52,16 @@ def api(url: str, key: str, path: str) -> Any:
         return {"status": error.code}
 
 
-def run_agent(client: str, url: str, key: str, session: str, stream: bool) -> dict[str, Any]:
+def run_agent(
+    client: str, url: str, key: str, session: str, stream: bool, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     command = [sys.executable, "-m", "tests.support.instrumented", client, url, key, session]
     if stream:
         command.append("--stream")
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    environment = {**os.environ, **(env or {})}
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=180, env=environment
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "partial_success" not in done.stderr, done.stderr
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -106,3 +114,18 @@ def test_the_same_agent_exported_again_doubles_nothing(server: tuple[str, str, s
     run_agent("openinference", url, key, "again", False)
     run_agent("openinference", url, key, "again", False)
     assert api(url, key, "sessions/again")["turn_count"] == 4
+
+
+def test_the_setup_pages_otlp_snippet_is_all_an_exporter_needs(
+    server: tuple[str, str, str],
+) -> None:
+    """The environment variables the setup page shows, and nothing else, configure the
+    OpenTelemetry SDK's exporter to reach ctxweb."""
+    url, key, _ = server
+    [otlp] = [s for s in setup_snippets(url, "agents") if s["id"] == "otlp"]
+    env = {}
+    for name, value in re.findall(r"^export (\w+)=(.+)$", otlp["text"], re.MULTILINE):
+        env[name] = value.strip('"').replace("$CTXWEB_API_KEY", key)
+    assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == f"{url}/v1/traces"
+    run_agent("env", url, "not-used", "from-setup", False, env)
+    assert api(url, key, "sessions/from-setup")["turn_count"] == 2
