@@ -14,5 +14,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("ctxweb.api.urls")),
     path("", include("ctxweb.capture.urls")),
+    path("", include("ctxweb.proxy.urls")),
     path("", include("ctxweb.front.urls")),
 ]

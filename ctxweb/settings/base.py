@@ -253,6 +253,14 @@ CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 
+# The recording proxy relays to these, and only these (never a host named by a request).
+CTXWEB_UPSTREAM_OPENAI = os.environ.get("CTXWEB_UPSTREAM_OPENAI", "https://api.openai.com/v1")
+CTXWEB_UPSTREAM_ANTHROPIC = os.environ.get(
+    "CTXWEB_UPSTREAM_ANTHROPIC", "https://api.anthropic.com/v1"
+)
+# Seconds a relayed call may take (a long generation streams for minutes).
+CTXWEB_PROXY_TIMEOUT = envfloat("CTXWEB_PROXY_TIMEOUT", 600.0)
+
 CTXWEB_LLM_PROVIDER = os.environ.get("CTXWEB_LLM_PROVIDER", "")
 CTXWEB_LLM_BASE_URL = os.environ.get("CTXWEB_LLM_BASE_URL", "")
 CTXWEB_LLM_MODEL = os.environ.get("CTXWEB_LLM_MODEL", "")
@@ -285,5 +293,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    # httpx logs every relayed request at INFO: the proxy's own access log says it once.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}},
 }

@@ -1,5 +1,6 @@
-"""Loopback stand-ins for the providers' APIs, for the real ``openai`` SDK (and what instruments
-it) to call: OpenAI chat completions, streaming and not, answering a scripted tool call or text.
+"""Loopback stand-ins for the providers' APIs, for the real ``openai`` and ``anthropic`` SDKs (and
+what instruments or proxies them) to call: OpenAI chat completions and Anthropic messages,
+streaming (SSE) and not, answering a scripted tool call or text, with usage.
 
     with openai_stand_in() as api:
         client = OpenAI(base_url=api.url + "/v1", api_key="sk-test")
@@ -25,7 +26,10 @@ class StandIn:
     #: "arguments": {...}}`` is one tool call. When the script runs out, it answers "done".
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     calls: int = 0
+    #: Answer every call with this status and an error body (200: answer normally).
+    status: int = 200
 
     def next_reply(self) -> Any:
         reply = self.script[self.calls] if self.calls < len(self.script) else "done"
@@ -96,6 +100,87 @@ def _chunks(
         yield {**base, "choices": [], "usage": _usage(request)}
 
 
+def _anthropic_content(reply: Any, n: int) -> tuple[list[dict[str, Any]], str]:
+    if isinstance(reply, dict):
+        use = {
+            "type": "tool_use",
+            "id": f"toolu_{n}",
+            "name": reply["tool"],
+            "input": reply["arguments"],
+        }
+        return [use], "tool_use"
+    return [{"type": "text", "text": reply}], "end_turn"
+
+
+def _anthropic_events(
+    request: dict[str, Any], content: list[dict[str, Any]], stop: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    usage = {
+        "input_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
+        "output_tokens": 1,
+    }
+    start = {
+        "id": "msg_s",
+        "type": "message",
+        "role": "assistant",
+        "model": request["model"],
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    yield "message_start", {"type": "message_start", "message": start}
+    for i, block in enumerate(content):
+        if block["type"] == "text":
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": i,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+            text = block["text"]
+            for s in range(0, len(text), 5):
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "text_delta", "text": text[s : s + 5]},
+                    },
+                )
+        else:
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": i,
+                    "content_block": {**block, "input": {}},
+                },
+            )
+            raw = json.dumps(block["input"])
+            for s in range(0, len(raw), 6):
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": raw[s : s + 6]},
+                    },
+                )
+        yield "content_block_stop", {"type": "content_block_stop", "index": i}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": 7},
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
 def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -103,10 +188,26 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
+        def do_GET(self) -> None:
+            state.headers.append({k.lower(): v for k, v in self.headers.items()})
+            if self.path.rstrip("/") == "/v1/models":
+                self._json(200, {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]})
+            else:
+                self.send_error(404)
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             request = json.loads(self.rfile.read(length) or b"{}")
             state.requests.append(request)
+            state.headers.append({k.lower(): v for k, v in self.headers.items()})
+            if state.status != 200:
+                self._json(
+                    state.status, {"error": {"type": "server_error", "message": "upstream says no"}}
+                )
+                return
+            if self.path.rstrip("/") == "/v1/messages":
+                self._anthropic(request)
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self.send_error(404)
                 return
@@ -137,6 +238,43 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def _json(self, status: int, payload: dict[str, Any]) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _anthropic(self, request: dict[str, Any]) -> None:
+            content, stop = _anthropic_content(state.next_reply(), state.calls)
+            if request.get("stream"):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for name, event in _anthropic_events(request, content, stop):
+                    self._chunk(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
+                self._chunk(b"")
+                return
+            usage = {
+                "input_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
+                "output_tokens": 7,
+            }
+            self._json(
+                200,
+                {
+                    "id": f"msg_{state.calls}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": request["model"],
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            )
+
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
@@ -145,8 +283,8 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def openai_stand_in(script: list[Any] | None = None) -> Iterator[StandIn]:
-    """An OpenAI-compatible chat completions server on a free loopback port."""
+def provider_stand_in(script: list[Any] | None = None) -> Iterator[StandIn]:
+    """An OpenAI chat completions and Anthropic messages server on a free loopback port."""
     state = StandIn("", list(script or []))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -159,3 +297,6 @@ def openai_stand_in(script: list[Any] | None = None) -> Iterator[StandIn]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+openai_stand_in = provider_stand_in

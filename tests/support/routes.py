@@ -166,4 +166,10 @@ PAGES: dict[str, list[Call]] = {
 WEBSOCKETS = {"ws/sessions/<path:external_id>/"}
 #: The OTLP receiver's routes: API keys only, each writing into its own project; isolation,
 #: authentication and refusals are tested in tests/ctxweb/capture/test_otlp_receiver.py.
-CAPTURE = {"otlp-traces", "langfuse-otlp-traces", "langfuse-ingestion"}
+CAPTURE = {
+    "otlp-traces",
+    "langfuse-otlp-traces",
+    "langfuse-ingestion",
+    "proxy-openai",
+    "proxy-anthropic",
+}

@@ -1,0 +1,297 @@
+"""The recording proxy end to end: the real ``openai`` and ``anthropic`` SDKs, their base URL
+pointed at a live daphne, which relays to loopback stand-ins for both providers' APIs. Every
+call is answered exactly as the upstream answered it, streamed or not, and recorded once with
+its regions and reported usage; the provider's key reaches the stand-in and nowhere else."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+from tests.support.providers import StandIn, provider_stand_in
+from tests.support.servers import create_key, daphne, embedded_env
+
+PROVIDER_KEY = "sk-provider-secret-0123456789"
+TOOL = {"tool": "read_file", "arguments": {"path": "src/app.py"}}
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> Iterator[StandIn]:
+    with provider_stand_in() as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def server(
+    stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str, Path]]:
+    data = tmp_path_factory.mktemp("proxy")
+    env = embedded_env(
+        data,
+        CTXWEB_UPSTREAM_OPENAI=f"{stand_in.url}/v1",
+        CTXWEB_UPSTREAM_ANTHROPIC=f"{stand_in.url}/v1",
+        CTXWEB_RATE_LIMIT="",
+    )
+    key = create_key(env, role="ingest")
+    with daphne(env) as running:
+        yield running.url, key, data
+
+
+def api(url: str, key: str, path: str) -> Any:
+    request = urllib.request.Request(
+        f"{url}/api/v1/{path}", headers={"Authorization": f"Bearer {key}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def settle(url: str, key: str, session: str, turns: int) -> dict[str, Any]:
+    """The session once its ``turns`` are recorded (recording follows the answer)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            detail: dict[str, Any] = api(url, key, f"sessions/{session}")
+            if detail["turn_count"] >= turns:
+                return detail
+        except urllib.error.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"{session} has not {turns} turns"
+        time.sleep(0.1)
+
+
+def openai_client(url: str, key: str, session: str | None = None) -> OpenAI:
+    headers = {"X-Ctxweb-Key": key}
+    if session:
+        headers["X-Ctxweb-Session"] = session
+    return OpenAI(base_url=f"{url}/proxy/openai/v1", api_key=PROVIDER_KEY, default_headers=headers)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_openai_agent_is_answered_as_upstream_and_recorded_turn_by_turn(
+    server: tuple[str, str, Path], stand_in: StandIn, stream: bool
+) -> None:
+    url, key, _ = server
+    session = f"openai-{stream}"
+    client = openai_client(url, key, session)
+    stand_in.script[stand_in.calls :] = [TOOL, "The divisor is zero."]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "Why does the test fail?"},
+    ]
+    options: dict[str, Any] = (
+        {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+    )
+    first = client.chat.completions.create(model="gpt-4o", messages=messages, **options)
+    if stream:
+        chunks = list(first)
+        call_id = next(
+            c.choices[0].delta.tool_calls[0].id
+            for c in chunks
+            if c.choices and c.choices[0].delta.tool_calls
+        )
+        assert chunks[-1].usage is not None
+    else:
+        call_id = first.choices[0].message.tool_calls[0].id
+        assert first.usage.prompt_tokens > 0
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": json.dumps(TOOL["arguments"])},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": "def ratio(a, b):\n    return a / b\n",
+        },
+    ]
+    second = client.chat.completions.create(model="gpt-4o", messages=messages, **options)
+    text = (
+        "".join(c.choices[0].delta.content or "" for c in second if c.choices)
+        if stream
+        else second.choices[0].message.content
+    )
+    assert text == "The divisor is zero."
+    detail = settle(url, key, session, 2)
+    assert detail["source"] == "proxy"
+    turns = api(url, key, f"sessions/{session}/turns")
+    assert turns[1]["regions"]["tool_calls"] > 0
+    assert turns[1]["regions"]["tool_results"] > 0
+    sent = stand_in.requests[-2:]
+    for turn, request in zip(turns, sent, strict=True):
+        assert turn["reported_input_tokens"] == max(1, len(json.dumps(request["messages"])) // 4)
+    assert stand_in.headers[-1]["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert "x-ctxweb-key" not in stand_in.headers[-1]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_anthropic_agent_without_a_session_header_stays_one_session(
+    server: tuple[str, str, Path], stand_in: StandIn, stream: bool
+) -> None:
+    url, key, _ = server
+    client = Anthropic(
+        base_url=f"{url}/proxy/anthropic",
+        api_key=PROVIDER_KEY,
+        default_headers={"X-Ctxweb-Key": key},
+    )
+    stand_in.script[stand_in.calls :] = [TOOL, "Fixed."]
+    ask = f"Fix the build ({'streaming' if stream else 'plain'})."
+    messages: list[dict[str, Any]] = [{"role": "user", "content": ask}]
+
+    def call() -> Any:
+        if stream:
+            with client.messages.stream(
+                model="claude-test-model", max_tokens=256, system="Be terse.", messages=messages
+            ) as events:
+                return events.get_final_message()
+        return client.messages.create(
+            model="claude-test-model", max_tokens=256, system="Be terse.", messages=messages
+        )
+
+    first = call()
+    use = next(b for b in first.content if b.type == "tool_use")
+    assert use.input == TOOL["arguments"]
+    messages += [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "x = 1/0"}],
+        },
+    ]
+    assert call().content[0].text == "Fixed."
+    sessions = api(url, key, "sessions?limit=500")["results"]
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        mine = [
+            s
+            for s in api(url, key, "sessions?limit=500")["results"]
+            if s["format"] == "anthropic-messages" and s["turn_count"] == 2
+        ]
+        found = []
+        for s in mine:
+            turn = api(url, key, f"sessions/{s['external_id']}/turns/0")
+            if ask in json.dumps(turn["messages"]):
+                found.append(s)
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert len(found) == 1, sessions
+    turns = api(url, key, f"sessions/{found[0]['external_id']}/turns")
+    assert turns[1]["regions"]["system"] > 0
+    assert turns[1]["regions"]["tool_results"] > 0
+    assert turns[1]["reported_input_tokens"] > 0
+
+
+def test_no_ctxweb_key_is_refused_in_the_providers_shape_and_nothing_leaves(
+    server: tuple[str, str, Path], stand_in: StandIn
+) -> None:
+    url, _, _ = server
+    before = len(stand_in.requests)
+    import openai
+
+    client = OpenAI(base_url=f"{url}/proxy/openai/v1", api_key=PROVIDER_KEY, max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as raised:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert "X-Ctxweb-Key" in str(raised.value)
+    import anthropic
+
+    claude = Anthropic(
+        base_url=f"{url}/proxy/anthropic",
+        api_key=PROVIDER_KEY,
+        max_retries=0,
+        default_headers={"X-Ctxweb-Key": "ctx_revoked-or-wrong"},
+    )
+    with pytest.raises(anthropic.AuthenticationError):
+        claude.messages.create(
+            model="c", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert len(stand_in.requests) == before
+
+
+def test_upstream_errors_pass_through_as_they_are_and_are_not_recorded(
+    server: tuple[str, str, Path], stand_in: StandIn
+) -> None:
+    url, key, _ = server
+    import openai
+
+    stand_in.status = 529
+    try:
+        client = OpenAI(
+            base_url=f"{url}/proxy/openai/v1",
+            api_key=PROVIDER_KEY,
+            max_retries=0,
+            default_headers={"X-Ctxweb-Key": key, "X-Ctxweb-Session": "failing"},
+        )
+        with pytest.raises(openai.APIStatusError) as raised:
+            client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+    finally:
+        stand_in.status = 200
+    assert raised.value.status_code == 529
+    assert "upstream says no" in str(raised.value)
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        api(url, key, "sessions/failing")
+    assert missing.value.code == 404
+
+
+def test_other_paths_pass_through_unrecorded(
+    server: tuple[str, str, Path], stand_in: StandIn
+) -> None:
+    url, key, _ = server
+    request = urllib.request.Request(
+        f"{url}/proxy/openai/v1/models",
+        headers={"X-Ctxweb-Key": key, "Authorization": f"Bearer {PROVIDER_KEY}"},
+    )
+    before = api(url, key, "sessions")["count"]
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert json.loads(answer.read())["data"][0]["id"] == "gpt-4o"
+    assert stand_in.headers[-1]["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert api(url, key, "sessions")["count"] == before
+    missing = urllib.request.Request(
+        f"{url}/proxy/openai/v1/files/nope", headers={"X-Ctxweb-Key": key}
+    )
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(missing, timeout=30)
+    assert error.value.code == 404  # the upstream's own answer
+
+
+def test_the_providers_key_is_stored_nowhere(server: tuple[str, str, Path]) -> None:
+    url, key, data = server
+    openai_client(url, key, "keyless").chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hello"}]
+    )
+    settle(url, key, "keyless", 1)
+    dump = subprocess.run(
+        ["sqlite3", str(data / "db.sqlite3"), ".dump"], capture_output=True, timeout=60
+    )
+    if dump.returncode != 0:  # no sqlite3 command: read the file's bytes
+        content = (data / "db.sqlite3").read_bytes()
+        for wal in data.glob("db.sqlite3-wal"):
+            content += wal.read_bytes()
+    else:
+        content = dump.stdout
+    assert PROVIDER_KEY.encode() not in content
+    assert b"hello" in content  # the recording itself is there
