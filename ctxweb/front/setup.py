@@ -1,6 +1,7 @@
-"""The setup page: how an agent that is already instrumented reaches this server with no ctxweb
-code: the exact environment variables and snippets for an OTLP exporter, OpenInference,
-OpenLLMetry and the Langfuse SDK, for this server's address and the project's key."""
+"""The setup page: how an agent reaches this server with no ctxweb code: through the recording
+proxy (Claude Code, Codex CLI, the openai and anthropic SDKs, aider) or by its own instrumentation
+(an OTLP exporter, OpenInference, OpenLLMetry, the Langfuse SDK): the exact environment variables,
+settings and snippets for this server's address and the project's key."""
 
 from __future__ import annotations
 
@@ -63,7 +64,69 @@ def setup_snippets(base: str, project: str) -> list[dict[str, str]]:
         '  -H "Content-Type: application/json" \\\n'
         "  -d @export.json   # an OTLP JSON export"
     )
+    claude_code = (
+        f"export ANTHROPIC_BASE_URL={base}/proxy/anthropic\n"
+        'export ANTHROPIC_CUSTOM_HEADERS="X-Ctxweb-Key: $CTXWEB_API_KEY"\n'
+        "# Let an operator's compaction reach the next call (managed mode): add, on its own line,\n"
+        "#   X-Ctxweb-Managed: 1\n"
+        "claude"
+    )
+    codex = (
+        "# ~/.codex/config.toml\n"
+        'model_provider = "ctxweb"\n\n'
+        "[model_providers.ctxweb]\n"
+        'name = "OpenAI through ctxweb"\n'
+        f'base_url = "{base}/proxy/openai/v1"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+        'wire_api = "responses"\n'
+        'env_http_headers = { "X-Ctxweb-Key" = "CTXWEB_API_KEY" }'
+    )
+    sdks = (
+        "import os\n"
+        "from openai import OpenAI\n"
+        "from anthropic import Anthropic\n\n"
+        'ctxweb = {"X-Ctxweb-Key": os.environ["CTXWEB_API_KEY"], "X-Ctxweb-Session": "my-run"}\n'
+        f'openai = OpenAI(base_url="{base}/proxy/openai/v1", default_headers=ctxweb)\n'
+        f'claude = Anthropic(base_url="{base}/proxy/anthropic", default_headers=ctxweb)'
+    )
+    aider = (
+        "# .aider.model.settings.yml\n"
+        "- name: openai/gpt-4o\n"
+        "  extra_params:\n"
+        "    extra_headers:\n"
+        "      X-Ctxweb-Key: <your ctxweb key>\n"
+        "# then:\n"
+        f"aider --openai-api-base {base}/proxy/openai/v1 --model openai/gpt-4o"
+    )
     return [
+        {
+            "id": "claude-code",
+            "title": "Claude Code, through the recording proxy",
+            "help": "Point the agent's model API at ctxweb: calls go on to the provider unchanged"
+            " (your provider key stays where it is) and every call becomes a turn. With"
+            " X-Ctxweb-Managed: 1, an operator's Apply changes what the model receives on the"
+            " next call, and Undo changes it back.",
+            "text": claude_code,
+        },
+        {
+            "id": "codex",
+            "title": "Codex CLI, through the proxy",
+            "help": "A model provider whose base URL is ctxweb's, with the key as a header.",
+            "text": codex,
+        },
+        {
+            "id": "sdks",
+            "title": "The openai and anthropic SDKs, through the proxy",
+            "help": "X-Ctxweb-Session names the session; without it, a call that extends a recent"
+            " call joins its session and side calls start their own.",
+            "text": sdks,
+        },
+        {
+            "id": "aider",
+            "title": "aider, through the proxy",
+            "help": "aider calls models through LiteLLM, which sends extra headers per model.",
+            "text": aider,
+        },
         {
             "id": "otlp",
             "title": "Any OpenTelemetry exporter",

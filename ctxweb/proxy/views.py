@@ -11,6 +11,9 @@ calls.
 - **Recorded off the caller's path**: ``POST chat/completions`` and ``responses`` (OpenAI) and
   ``POST messages`` (Anthropic) answered 2xx are recorded in a thread once the last chunk has
   been relayed; a recording failure is counted and logged, and the call has succeeded anyway.
+- **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
+  session, the start of the agent's request that the operation compacted is sent compacted
+  (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -33,7 +36,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from ctxweb.accounts.selectors import api_key_get_active
-from ctxweb.contexts.services.proxying import proxy_record
+from ctxweb.contexts.services.proxying import proxy_prepare, proxy_record
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +151,24 @@ async def relay(
     url = f"{_upstream(provider)}/{rest}"
     if request.META.get("QUERY_STRING"):
         url += "?" + request.META["QUERY_STRING"]
+    format = RECORDED.get((provider, rest.rstrip("/"))) if request.method == "POST" else None
+    session = request.headers.get("X-Ctxweb-Session", "").strip() or None
     body = request.body
+    original: tuple[str, ...] = ()
+    events: list[dict[str, Any]] = []
+    if format is not None:
+        managed = request.headers.get("X-Ctxweb-Managed", "").strip().lower() in ("1", "true")
+        prepared = await sync_to_async(proxy_prepare)(
+            project=key.project,
+            key_id=key.pk,
+            format=format,
+            body=body,
+            session=session,
+            managed=managed,
+        )
+        session, events = prepared.session, prepared.events
+        if prepared.body != body:
+            body, original = prepared.body, prepared.original
     client = _client()
     outgoing = client.build_request(
         request.method or "GET", url, headers=_forwarded(request), content=body
@@ -163,12 +183,10 @@ async def relay(
             "api_error",
             f"ctxweb: the provider could not be reached ({type(error).__name__}).",
         )
-    format = RECORDED.get((provider, rest.rstrip("/"))) if request.method == "POST" else None
     if not 200 <= upstream.status_code < 300:
         format = None
     streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
     key_id = key.pk
-    session = request.headers.get("X-Ctxweb-Session", "").strip() or None
     project = key.project
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -198,6 +216,8 @@ async def relay(
                 response_body=received,
                 streamed=streamed,
                 session=session,
+                original=original,
+                events=events,
             )
 
     response = StreamingHttpResponse(chunks(), status=upstream.status_code)

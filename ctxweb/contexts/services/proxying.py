@@ -17,14 +17,19 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
 
 from compaction.errors import FormatError
-from compaction.messages import message_hash, parse
+from compaction.messages import message_hash, parse, render
+from compaction.messages.model import Context, Message
 from compaction.streams import provider_answer
 from ctxweb.accounts.models import Project
+from ctxweb.contexts import selectors
+from ctxweb.contexts.models import Operation
 from ctxweb.contexts.services.ingest import session_id_problem, turn_ingest
 
 logger = logging.getLogger(__name__)
@@ -42,8 +47,12 @@ _MEMORY: dict[int, OrderedDict[str, tuple[tuple[str, ...], float]]] = {}
 _LOCK = threading.Lock()
 
 
+def _key(format: str) -> str:
+    return "input" if format == "openai-responses" else "messages"
+
+
 def _hashes(format: str, request: dict[str, Any], extra: list[dict[str, Any]]) -> tuple[str, ...]:
-    key = "input" if format == "openai-responses" else "messages"
+    key = _key(format)
     items = list(request.get(key) or [])
     if isinstance(request.get(key), str):  # a Responses request's bare string input
         items = [{"role": "user", "content": request[key]}]
@@ -73,6 +82,130 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
             memory.popitem(last=False)
 
 
+# --- managed mode: an operator's compaction reaches the agent's next call -----------------------
+
+
+@dataclass
+class Rewrite:
+    """What replaces the start of a managed session's requests: the agent's first messages (by
+    hash) stand for ``replacement``, which operation ``operation_id`` made."""
+
+    operation_id: int
+    original: tuple[str, ...]
+    replacement: tuple[Message, ...]
+
+
+@dataclass
+class Prepared:
+    """A call about to be relayed: the body to send, its session, the agent's own messages (by
+    hash, for the next call to join), and the events to record with it."""
+
+    body: bytes
+    session: str | None
+    original: tuple[str, ...] = ()
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+_REWRITES: dict[tuple[int, str], Rewrite] = {}
+
+
+def _starts_with(hashes: Sequence[str], prefix: Sequence[str]) -> bool:
+    return len(prefix) <= len(hashes) and tuple(hashes[: len(prefix)]) == tuple(prefix)
+
+
+def proxy_prepare(
+    *,
+    project: Project,
+    key_id: int,
+    format: str,
+    body: bytes,
+    session: str | None,
+    managed: bool,
+) -> Prepared:
+    """Decide a call's session and, in managed mode, what to send instead of the agent's request.
+
+    When an operator has applied an operation to the session and the request starts with the
+    context that operation compacted, that start is replaced by the compacted context and the
+    agent's newer messages follow it. Later calls, which still carry the agent's full history,
+    get the same replacement (this process remembers it) until the operation is undone. A request
+    that does not start with that context is sent unchanged, with a warning event on its turn.
+    """
+    try:
+        request = json.loads(body)
+        context = parse(format, request) if isinstance(request, dict) else None
+    except (ValueError, RecursionError, FormatError):
+        return Prepared(body, session)
+    if context is None:
+        return Prepared(body, session)
+    hashes = tuple(message_hash(m) for m in context.messages)
+    external_id = session if session and session_id_problem(session) is None else None
+    external_id = external_id or _joined(key_id, hashes)
+    prepared = Prepared(body, external_id, hashes)
+    if not managed or external_id is None:
+        return prepared
+    stored = selectors.session_get(project=project, external_id=external_id)
+    if stored is None:
+        return prepared
+    key = (project.pk, external_id)
+    rewrite = _REWRITES.get(key)
+    if (
+        rewrite is not None
+        and Operation.objects.filter(pk=rewrite.operation_id, undone_at__isnull=False).exists()
+    ):
+        _REWRITES.pop(key, None)
+        rewrite = None
+    messages: list[Message] = list(context.messages)
+    stands_for = 0  # how many of the agent's messages the start of ``messages`` stands for
+    if rewrite is not None and _starts_with(hashes, rewrite.original):
+        messages = [*rewrite.replacement, *messages[len(rewrite.original) :]]
+        stands_for = len(rewrite.original) - len(rewrite.replacement)
+    state = selectors.managed_context(session=stored)
+    if state.current and state.operation_id is not None:
+        turn = selectors.turn_get(session=stored, index=state.turn_index)
+        base = (
+            [message_hash(m) for m in selectors.turn_context(turn=turn).messages]
+            if turn is not None
+            else []
+        )
+        current = [message_hash(m) for m in messages]
+        if base and _starts_with(current, base):
+            replacement = tuple(state.context.messages)
+            _REWRITES[key] = Rewrite(
+                state.operation_id, hashes[: len(base) + stands_for], replacement
+            )
+            messages = [*replacement, *messages[len(base) :]]
+            prepared.events.append(
+                {"type": "managed", "source": "proxy", "operation": state.operation_id}
+            )
+        else:
+            prepared.events.append(
+                {
+                    "type": "warning",
+                    "source": "proxy",
+                    "message": f"managed mode: the request no longer starts with the context"
+                    f" operation {state.operation_id} compacted; it was sent unchanged",
+                }
+            )
+    elif rewrite is not None and _starts_with(hashes, rewrite.original):
+        prepared.events.append(
+            {"type": "managed", "source": "proxy", "operation": rewrite.operation_id}
+        )
+    if list(messages) != list(context.messages):
+        rewritten = Context(
+            format=context.format,
+            messages=tuple(messages),
+            system=context.system,
+            tools=context.tools,
+            max_output_tokens=context.max_output_tokens,
+            extra=context.extra,
+        )
+        prepared.body = json.dumps(render(rewritten)).encode()
+    return prepared
+
+
+# --- recording ----------------------------------------------------------------------------------
+
+
 def proxy_record(
     *,
     project: Project,
@@ -82,9 +215,14 @@ def proxy_record(
     response_body: bytes,
     streamed: bool,
     session: str | None = None,
+    original: tuple[str, ...] = (),
+    events: Sequence[dict[str, Any]] = (),
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
-    recorded (counted in :data:`failures` and logged: the call itself already succeeded)."""
+    recorded (counted in :data:`failures` and logged: the call itself already succeeded).
+
+    ``original`` is the agent's own messages by hash when what was sent differs (managed mode):
+    the next call, which extends the agent's history, joins by them."""
     global failures
     try:
         request = json.loads(request_body)
@@ -105,12 +243,14 @@ def proxy_record(
             model=str(request.get("model") or "") or None,
             response=answer.messages or None,
             usage=answer.usage,
+            events=list(events),
             source=SOURCE,
         )
         try:
-            following = _hashes(format, request, answer.messages)
+            answered = _hashes(format, {**request, _key(format): []}, answer.messages)
         except FormatError:
-            following = hashes
+            answered = ()
+        following = (original or hashes) + answered
         _remember(key_id, external_id, following)
         return external_id
     except Exception:
@@ -119,4 +259,4 @@ def proxy_record(
         return None
 
 
-__all__ = ["SOURCE", "proxy_record"]
+__all__ = ["SOURCE", "Prepared", "proxy_prepare", "proxy_record"]

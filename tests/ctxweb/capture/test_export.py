@@ -4,6 +4,7 @@ every message, region and reported count."""
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -145,7 +146,7 @@ def test_an_unknown_export_format_is_a_400_and_the_page_offers_both(world: World
 def test_the_setup_page_shows_every_way_in_for_this_server(world: World) -> None:
     page = world.login(world.teammate).get("/setup/")
     assert page.status_code == 200
-    text = page.content.decode()
+    text = html.unescape(page.content.decode())
     for needle in (
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://testserver/v1/traces",
         "Authorization=Bearer%20$CTXWEB_API_KEY",
@@ -153,6 +154,9 @@ def test_the_setup_page_shows_every_way_in_for_this_server(world: World) -> None
         "TRACELOOP_BASE_URL=http://testserver",
         "LANGFUSE_HOST=http://testserver",
         "create_api_key --project alpha --role ingest",
+        "ANTHROPIC_BASE_URL=http://testserver/proxy/anthropic",
+        'base_url = "http://testserver/proxy/openai/v1"',
+        "X-Ctxweb-Managed: 1",
     ):
         assert needle in text, needle
     assert 'data-copy="setup-otlp"' in text

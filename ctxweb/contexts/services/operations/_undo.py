@@ -17,8 +17,10 @@ class UndoRefused(Exception):
 
 def operation_undo(*, operation: Operation, actor: Any = None) -> ManagedContext:
     """Bring the managed context back to what it was before ``operation``: a new version equal
-    to its base. Only the current version's operation can be undone (no turn or other version
-    since). Raises :class:`UndoRefused` otherwise."""
+    to its base. Only the latest version's operation can be undone. Turns posted since (an agent
+    that sent the compacted context, or the proxy's managed mode) keep what they sent: the
+    managed context is the latest turn's again, and the proxy sends agents' requests whole.
+    Raises :class:`UndoRefused` otherwise."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=operation.session_id)
         operation = Operation.objects.select_for_update().get(pk=operation.pk)
@@ -27,14 +29,9 @@ def operation_undo(*, operation: Operation, actor: Any = None) -> ManagedContext
         if operation.undone_at is not None:
             raise UndoRefused("This operation was already undone.")
         latest = selectors.managed_context_latest(session=session)
-        latest_turn = selectors.turn_latest(session=session)
-        if (
-            latest is None
-            or latest.version != operation.result_version
-            or (latest_turn is not None and latest_turn.index > latest.turn_index)
-        ):
+        if latest is None or latest.version != operation.result_version:
             raise UndoRefused(
-                "The managed context moved on since this operation (a newer version or turn);"
+                "The managed context moved on since this operation (a newer version);"
                 " only the latest operation can be undone."
             )
         base = (

@@ -1,0 +1,159 @@
+"""Managed mode end to end: an unmodified ``openai`` agent behind the proxy; an operator applies
+``ctxweb-auto`` through the API; the agent's next call, still carrying its whole history, reaches
+the provider compacted (the operation's context, then the agent's newer messages, tool pairs
+intact); after Undo the next call goes through whole."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from openai import OpenAI
+
+from tests.support.providers import StandIn, provider_stand_in
+from tests.support.servers import create_key, daphne, embedded_env
+
+OUTPUT = "".join(f"line {n}: building src/module_{n % 7}.py ... ok\n" for n in range(600))
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> Iterator[StandIn]:
+    with provider_stand_in() as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def server(
+    stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    env = embedded_env(
+        tmp_path_factory.mktemp("managed"),
+        CTXWEB_UPSTREAM_OPENAI=f"{stand_in.url}/v1",
+        CTXWEB_RATE_LIMIT="",
+        CTXWEB_RATE_LIMIT_COSTLY="",
+    )
+    key = create_key(env, role="operator")
+    with daphne(env) as running:
+        yield running.url, key
+
+
+def call_api(url: str, key: str, method: str, path: str, body: Any = None) -> Any:
+    request = urllib.request.Request(
+        f"{url}/api/v1/{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def wait(check: Any, what: str) -> Any:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within 60 s")
+
+
+def pairs_intact(messages: list[dict[str, Any]]) -> bool:
+    called = {c["id"] for m in messages for c in m.get("tool_calls") or []}
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    return answered <= called
+
+
+def test_an_applied_operation_reaches_the_agents_next_call_and_undo_takes_it_back(
+    server: tuple[str, str], stand_in: StandIn
+) -> None:
+    url, key = server
+    client = OpenAI(
+        base_url=f"{url}/proxy/openai/v1",
+        api_key="sk-provider",
+        default_headers={
+            "X-Ctxweb-Key": key,
+            "X-Ctxweb-Session": "managed",
+            "X-Ctxweb-Managed": "1",
+        },
+    )
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "Build the project and fix what fails."},
+    ]
+    stand_in.script[stand_in.calls :] = [
+        {"tool": "build", "arguments": {"step": n}} for n in range(4)
+    ]
+    for n in range(4):
+        answer = client.chat.completions.create(model="gpt-4o", messages=history)
+        call = answer.choices[0].message.tool_calls[0]
+        history += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.function.name,
+                            "arguments": call.function.arguments,
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call.id, "content": f"build {n}\n{OUTPUT}"},
+            {"role": "user", "content": f"Step {n + 1}: go on with the next part."},
+        ]
+        assert stand_in.requests[-1]["messages"] == history[:-3]  # unmanaged so far: whole
+    wait(lambda: call_api(url, key, "GET", "sessions/managed")["turn_count"] == 4, "4 turns")
+
+    created = call_api(
+        url,
+        key,
+        "POST",
+        "sessions/managed/operations",
+        {"strategy": "ctxweb-auto", "params": {"target_tokens": 4000, "latest_turn": "outputs"}},
+    )
+    operation = wait(
+        lambda: (lambda o: o if o["status"] in ("succeeded", "failed") else None)(
+            call_api(url, key, "GET", f"operations/{created['id']}")
+        ),
+        "the operation",
+    )
+    assert operation["status"] == "succeeded", operation
+    assert operation["result"]["tokens_saved"] > 0, operation["result"]
+
+    # The agent knows nothing of it: it sends its whole history and a new question.
+    history.append({"role": "user", "content": "What failed?"})
+    client.chat.completions.create(model="gpt-4o", messages=history)
+    received = stand_in.requests[-1]["messages"]
+    assert received != history
+    assert len(json.dumps(received)) < len(json.dumps(history)) / 2
+    assert received[-1] == history[-1]
+    assert pairs_intact(received)
+    managed = call_api(url, key, "GET", "sessions/managed/context")["request"]["messages"]
+    assert received[: len(managed)] == managed
+    turns = wait(
+        lambda: (lambda t: t if len(t) == 5 else None)(
+            call_api(url, key, "GET", "sessions/managed/turns")
+        ),
+        "5 turns",
+    )
+    assert any(e.get("type") == "managed" for e in turns[-1]["events"]), turns[-1]["events"]
+
+    # A later call, its history grown again, gets the same replacement.
+    history += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "And now?"}]
+    client.chat.completions.create(model="gpt-4o", messages=history)
+    again = stand_in.requests[-1]["messages"]
+    assert again[: len(managed)] == managed
+    assert again[-3:] == history[-3:]
+
+    call_api(url, key, "POST", f"operations/{created['id']}/undo")
+    history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Once more?"}]
+    client.chat.completions.create(model="gpt-4o", messages=history)
+    assert stand_in.requests[-1]["messages"] == history  # whole again
