@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -107,7 +108,8 @@ class BodyLimitASGIMiddleware:
 
 
 def daphne_guards() -> None:
-    """Two guards on daphne's Twisted requests, installed once (a no-op when not under daphne).
+    """Guards on daphne's Twisted requests, installed once (a no-op when not under daphne); and
+    ``TCP_NODELAY``, so that a streamed answer's events are not held back by Nagle's algorithm.
 
     - **The body cap while receiving.** Twisted stores a whole body (on disk past 100 KB), then
       daphne queues all of it for the application at once: a 400 MB upload grew the process by as
@@ -131,6 +133,9 @@ def daphne_guards() -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         self._parsePOSTFormSubmission = False
+        # A streamed answer's small writes go out at once (no Nagle wait on delayed ACKs).
+        with contextlib.suppress(Exception):  # not a TCP transport
+            self.channel.transport.setTcpNoDelay(True)
         self._ctxweb_received = 0
         self._ctxweb_refused = False
 

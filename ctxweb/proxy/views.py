@@ -14,6 +14,8 @@ calls.
 - **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
   session, the start of the agent's request that the operation compacted is sent compacted
   (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
+- **Bounded**: bodies are capped like every request (``CTXWEB_MAX_REQUEST_BYTES``); each key
+  has ``CTXWEB_RATE_LIMIT`` (429 with ``Retry-After``, in the provider's shape).
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import zlib
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +34,7 @@ from typing import Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.cache import cache
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -122,6 +126,33 @@ def _forwarded(request: HttpRequest) -> dict[str, str]:
     }
 
 
+#: A rate's period, as ``CTXWEB_RATE_LIMIT`` writes it (``1200/min``), in seconds.
+PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _wait_before(key: Any) -> int | None:
+    """Seconds the key must wait when it is over ``CTXWEB_RATE_LIMIT`` (a fixed window per
+    key, counted in the shared cache), else None; an unreachable cache lets the call through."""
+    rate = str(getattr(settings, "CTXWEB_RATE_LIMIT", "") or "")
+    if not rate:
+        return None
+    number, _, period = rate.partition("/")
+    seconds = PERIODS.get(period.strip()[:1].lower(), 0)
+    allowed = int(number) if number.strip().isdigit() else 0
+    if not allowed or not seconds:
+        return None
+    now = time.time()
+    window = int(now // seconds)
+    name = f"ctxweb-throttle:proxy:{key.pk}:{key.key_hash[:16]}:{window}"
+    try:
+        cache.add(name, 0, seconds + 1)
+        count = cache.incr(name)
+    except Exception:
+        logger.warning("proxy rate limit not checked: the cache is unavailable")
+        return None
+    return int(seconds - now % seconds) + 1 if count > allowed else None
+
+
 def recording_idle(timeout: float = 30) -> None:
     """Wait until every call relayed so far is recorded (tests, and a process shutting down)."""
     _RECORDER.submit(lambda: None).result(timeout=timeout)
@@ -148,6 +179,14 @@ async def relay(
             "ctxweb: send your ctxweb API key in the X-Ctxweb-Key header (the provider's key"
             " stays in its usual header).",
         )
+    wait = await sync_to_async(_wait_before)(key)
+    if wait is not None:
+        kind = "rate_limit_error" if provider == "anthropic" else "rate_limit_exceeded"
+        refused = _error(
+            provider, 429, kind, f"ctxweb: over this key's rate limit; retry in {wait}s."
+        )
+        refused["Retry-After"] = str(wait)
+        return refused
     url = f"{_upstream(provider)}/{rest}"
     if request.META.get("QUERY_STRING"):
         url += "?" + request.META["QUERY_STRING"]
@@ -156,8 +195,8 @@ async def relay(
     body = request.body
     original: tuple[str, ...] = ()
     events: list[dict[str, Any]] = []
-    if format is not None:
-        managed = request.headers.get("X-Ctxweb-Managed", "").strip().lower() in ("1", "true")
+    managed = request.headers.get("X-Ctxweb-Managed", "").strip().lower() in ("1", "true")
+    if format is not None and managed:  # else nothing to decide before the call: the recorder does
         prepared = await sync_to_async(proxy_prepare)(
             project=key.project,
             key_id=key.pk,

@@ -64,3 +64,14 @@ def start_server(
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer() -> Iterator[None]:
+    """Each test gets its own channel layer: channels-redis binds locks and connections to the
+    event loop that first used them, and a consumer a test left waiting holds them."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ class StandIn:
     calls: int = 0
     #: Answer every call with this status and an error body (200: answer normally).
     status: int = 200
+    #: Seconds each call takes before its first byte (a model thinking).
+    delay: float = 0.0
 
     def next_reply(self) -> Any:
         reply = self.script[self.calls] if self.calls < len(self.script) else "done"
@@ -184,6 +187,8 @@ def _anthropic_events(
 def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # As providers' servers do: a stream's small writes go out at once.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -200,6 +205,8 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
             request = json.loads(self.rfile.read(length) or b"{}")
             state.requests.append(request)
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
+            if state.delay:
+                time.sleep(state.delay)
             if state.status != 200:
                 self._json(
                     state.status, {"error": {"type": "server_error", "message": "upstream says no"}}
@@ -282,11 +289,22 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # many callers at once (the benchmarks' 16), none reset
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a kept-alive connection is no error worth a traceback."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def provider_stand_in(script: list[Any] | None = None) -> Iterator[StandIn]:
     """An OpenAI chat completions and Anthropic messages server on a free loopback port."""
     state = StandIn("", list(script or []))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server = _Server(("127.0.0.1", 0), _handler(state))
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -6,6 +6,7 @@ its regions and reported usage; the provider's key reaches the stand-in and nowh
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import urllib.error
 import urllib.request
@@ -284,14 +285,45 @@ def test_the_providers_key_is_stored_nowhere(server: tuple[str, str, Path]) -> N
         model="gpt-4o", messages=[{"role": "user", "content": "hello"}]
     )
     settle(url, key, "keyless", 1)
-    dump = subprocess.run(
-        ["sqlite3", str(data / "db.sqlite3"), ".dump"], capture_output=True, timeout=60
-    )
-    if dump.returncode != 0:  # no sqlite3 command: read the file's bytes
-        content = (data / "db.sqlite3").read_bytes()
-        for wal in data.glob("db.sqlite3-wal"):
-            content += wal.read_bytes()
-    else:
-        content = dump.stdout
+    # Everything the database holds: its files, and its dump (retried while the server writes).
+    content = b"".join(path.read_bytes() for path in data.glob("db.sqlite3*"))
+    for _ in range(5 if shutil.which("sqlite3") else 0):
+        dump = subprocess.run(
+            ["sqlite3", str(data / "db.sqlite3"), ".dump"], capture_output=True, timeout=60
+        )
+        if dump.returncode == 0:
+            content += dump.stdout
+            break
     assert PROVIDER_KEY.encode() not in content
     assert b"hello" in content  # the recording itself is there
+
+
+def test_each_key_has_its_rate_limit_in_the_providers_shape(
+    stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import openai
+
+    env = embedded_env(
+        tmp_path_factory.mktemp("proxy-limited"),
+        CTXWEB_UPSTREAM_OPENAI=f"{stand_in.url}/v1",
+        CTXWEB_RATE_LIMIT="3/min",
+    )
+    key = create_key(env, role="ingest")
+    with daphne(env) as running:
+        client = OpenAI(
+            base_url=f"{running.url}/proxy/openai/v1",
+            api_key=PROVIDER_KEY,
+            max_retries=0,
+            default_headers={"X-Ctxweb-Key": key, "X-Ctxweb-Session": "limited"},
+        )
+        before = len(stand_in.requests)
+        for _ in range(3):
+            client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+        with pytest.raises(openai.RateLimitError) as raised:
+            client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+        assert int(raised.value.response.headers["Retry-After"]) >= 1
+        assert len(stand_in.requests) == before + 3
