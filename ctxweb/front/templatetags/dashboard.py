@@ -143,3 +143,17 @@ def project_switcher(context: template.Context) -> dict[str, Any]:
         "next": request.get_full_path(),
         "csrf_token": context.get("csrf_token"),
     }
+
+
+#: How each way in reads on a session's line (a transcript format otherwise).
+SOURCES = {
+    "otel": "captured from OpenTelemetry spans",
+    "langfuse": "captured from Langfuse batches",
+    "proxy": "recorded by the proxy",
+}
+
+
+@register.filter
+def source_label(source: str) -> str:
+    """Where a session's turns came from, in words."""
+    return SOURCES.get(source, f"imported from a {source} transcript")

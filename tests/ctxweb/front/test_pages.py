@@ -539,3 +539,23 @@ def test_the_inspector_loads_only_the_page_it_shows(world: World) -> None:
     compacted = client.get("/sessions/many/turns/2/").content.decode()
     assert "603</strong> disappeared" in compacted
     assert "was #602" in compacted
+
+
+def test_a_session_the_proxy_manages_says_so_and_sources_read_in_words(world: World) -> None:
+    from compaction.messages import parse
+    from ctxweb.contexts.services import turn_ingest
+
+    request = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    turn_ingest(
+        project=world.project,
+        external_id="via-proxy",
+        context=parse("openai-chat", request),
+        events=[{"type": "managed", "source": "proxy", "operation": 1}],
+        source="proxy",
+    )
+    client = world.login(world.owner)
+    page = client.get("/sessions/via-proxy/").content.decode()
+    assert "recorded by the proxy" in page
+    assert ">managed</span>" in page
+    listing = client.get("/").content.decode()
+    assert 'title="recorded by the proxy"' in listing
