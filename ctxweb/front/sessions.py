@@ -192,7 +192,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "events": charts.turn_events(turns),
             "present": {name for t in turns for name, n in t.regions.items() if n},
             # The recording proxy sends this session's calls compacted (managed mode).
-            "managed": bool(latest)
+            "managed": latest is not None
             and any(e.get("type") == "managed" for e in (latest.events or [])),
         },
     )
