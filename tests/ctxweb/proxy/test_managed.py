@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -55,7 +56,12 @@ def call_api(url: str, key: str, method: str, path: str, body: Any = None) -> An
 def wait(check: Any, what: str) -> Any:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        value = check()
+        try:
+            value = check()
+        except urllib.error.HTTPError as error:  # not recorded yet: recording follows the answer
+            if error.code != 404:
+                raise
+            value = None
         if value:
             return value
         time.sleep(0.1)
