@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -37,6 +36,7 @@ from ctxweb.asgi import application
 from ctxweb.contexts.models import Operation, Session
 from ctxweb.contexts.services import operations
 from tests.support.builders import body, history
+from tests.support.servers import database_url
 from tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,16 +56,6 @@ def production_shape() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason} (CI=true with REDIS_URL set: this must run)")
         pytest.skip(reason)
-
-
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    auth = quote(db.get("USER") or "", safe="")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(db["PASSWORD"], safe="")
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{auth}@{host}:{port}/{db['NAME']}"  # the *test* database
 
 
 #: Starts the real Celery CLI after slowing the summarizer and the heartbeat down to test speed
