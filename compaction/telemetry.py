@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction.errors import FormatError
@@ -673,7 +673,7 @@ def _langfuse(span: Span) -> CapturedCall:
     except FormatError as error:
         raise FormatError(f"langfuse.observation.{error.path}", error.reason) from None
     if call.usage is None:
-        return CapturedCall(**{**call.__dict__, "usage": _gen_ai_usage(a)})
+        return replace(call, usage=_gen_ai_usage(a))
     return call
 
 

@@ -29,16 +29,8 @@ class BodySizeLimitMiddleware:
         except ValueError:
             length = 0
         if length > limit:
-            return JsonResponse(
-                {
-                    "error": {
-                        "code": "too_large",
-                        "message": f"The request body is {length} bytes; the limit is {limit}.",
-                        "fields": {},
-                    }
-                },
-                status=413,
-            )
+            body = _too_large_body(f"The request body is {length} bytes", limit)
+            return HttpResponse(body, status=413, content_type="application/json")
         return self.get_response(request)
 
 

@@ -4,7 +4,7 @@ agent.
 
 Each span that records a model call (:func:`compaction.telemetry.captured_call`) becomes one turn
 of its conversation (:func:`compaction.telemetry.session_key`), in start-time order within an
-export. Its ``turn_id`` is ``span:<span id>``, so an exporter's retry, or the same span exported
+export. Its ``turn_id`` is its span id (hex), so an exporter's retry, or the same span exported
 twice, stores nothing new. Other spans (tools, agents, HTTP calls) are accepted and ignored; a
 span that cannot be read is rejected with its reason, and the others still land.
 """
@@ -36,8 +36,8 @@ from ctxweb.contexts.services.ingest import (
     turn_ingest,
 )
 
-#: A captured turn's ``turn_id``: this and its span id.
-TURN_ID_PREFIX = "span:"
+#: A captured turn's ``turn_id`` is its span id, as the contract says (docs/design.md §7).
+TURN_ID_PREFIX = ""
 #: The ``source`` of sessions captured from telemetry.
 SOURCE = "otel"
 

@@ -101,7 +101,7 @@ def test_llm_spans_become_turns_in_start_order_and_other_spans_are_ignored(world
     assert response.json() == {}
     session = Session.objects.get(project=world.project, external_id="sess-1")
     turns = list(Turn.objects.filter(session=session).order_by("index"))
-    assert [t.turn_id for t in turns] == ["span:00000000000000b1", "span:00000000000000b2"]
+    assert [t.turn_id for t in turns] == ["00000000000000b1", "00000000000000b2"]
     assert [t.message_count for t in turns] == [2, 4]
     assert turns[1].reported_input_tokens == 40
 
