@@ -40,6 +40,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from ctxweb.accounts.selectors import api_key_get_active
+from ctxweb.accounts.services import api_key_touch
 from ctxweb.contexts.services.proxying import proxy_prepare, proxy_record
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,8 @@ async def relay(
 ) -> HttpResponse | StreamingHttpResponse:
     raw_key = request.headers.get("X-Ctxweb-Key", "").strip()
     key = await sync_to_async(api_key_get_active)(raw_key=raw_key) if raw_key else None
+    if key is not None:
+        await sync_to_async(api_key_touch)(key=key)
     if key is None:
         return _error(
             provider,

@@ -99,6 +99,16 @@ def messages_by_id(*, ids: Iterable[int]) -> dict[int, MessageRow]:
     return {row.pk: row for row in MessageRow.objects.filter(pk__in=_one_of(wanted))}
 
 
+def turn_message_hashes(*, session: Session, index: int) -> list[str]:
+    """Turn ``index``'s messages by hash (``compaction.messages.message_hash``, stored with each
+    row), in order: two queries, no message content loaded or parsed."""
+    ids = turn_message_ids(session=session, index=index)
+    if not ids:
+        return []
+    hashes = dict(MessageRow.objects.filter(pk__in=_one_of(set(ids))).values_list("pk", "hash"))
+    return [hashes[i] for i in ids]
+
+
 def message_tokens(*, ids: Iterable[int], encoding: str) -> dict[int, int]:
     """Each message's tokens in ``encoding`` (0 when not counted in it), read by the database
     without loading content or counts: one query however many ids (none without ids)."""

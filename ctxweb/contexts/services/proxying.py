@@ -161,12 +161,7 @@ def proxy_prepare(
         stands_for = len(rewrite.original) - len(rewrite.replacement)
     state = selectors.managed_context(session=stored)
     if state.current and state.operation_id is not None:
-        turn = selectors.turn_get(session=stored, index=state.turn_index)
-        base = (
-            [message_hash(m) for m in selectors.turn_context(turn=turn).messages]
-            if turn is not None
-            else []
-        )
+        base = selectors.turn_message_hashes(session=stored, index=state.turn_index)
         current = [message_hash(m) for m in messages]
         if base and _starts_with(current, base):
             replacement = tuple(state.context.messages)
