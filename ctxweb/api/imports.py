@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -106,28 +105,22 @@ class ImportApi(APIView):
         data = ImportInput(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
-        content = upload.read()
-        background = data.validated_data["background"] or len(content) > int(
-            settings.CTXWEB_IMPORT_INLINE_BYTES
-        )
-        job = imports.import_job_create(
+        job = imports.import_start(
             project=access.project,
-            data=content,
+            data=upload.read(),
             name=upload.name or "",
             format=data.validated_data["format"],
             prefix=data.validated_data["prefix"],
             actor=actor_for_request(request),
-            background=background,
+            background=data.validated_data["background"],
         )
-        if background:
-            answer = import_job_data(job)
-            headers = {"Location": answer["url"]}
-            return Response(answer, status=status.HTTP_202_ACCEPTED, headers=headers)
-        done = imports.import_job_run(job_id=job.pk)
-        assert done is not None
-        if done.status == "failed":
-            raise FormatError(done.error_field, done.error)
-        return Response(import_job_data(done), status=status.HTTP_201_CREATED)
+        if job.status == "failed":
+            raise FormatError(job.error_field, job.error)
+        answer = import_job_data(job)
+        if job.status == "succeeded":
+            return Response(answer, status=status.HTTP_201_CREATED)
+        headers = {"Location": answer["url"]}
+        return Response(answer, status=status.HTTP_202_ACCEPTED, headers=headers)
 
 
 class ImportListApi(APIView):

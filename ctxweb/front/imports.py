@@ -76,7 +76,6 @@ def import_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "rows": rows,
             "can_write": access.can_write,
-            "inline_bytes": settings.CTXWEB_IMPORT_INLINE_BYTES,
             "max_bytes": settings.CTXWEB_MAX_REQUEST_BYTES,
         },
         status=400 if form.errors else 200,

@@ -299,6 +299,41 @@ def import_job_create(
     return job
 
 
+def import_start(
+    *,
+    project: Project,
+    data: bytes,
+    name: str,
+    format: str = "auto",
+    prefix: str = "",
+    actor: Any = None,
+    background: bool = False,
+) -> ImportJob:
+    """Import a transcript now if it is small (up to ``CTXWEB_IMPORT_INLINE_BYTES``) and
+    ``background`` is not asked for, else queue it; the job, finished or queued.
+
+    Raises:
+        FormatError: ``format`` is neither ``auto`` nor a transcript format.
+    """
+    from django.conf import settings
+
+    later = background or len(data) > int(settings.CTXWEB_IMPORT_INLINE_BYTES)
+    job = import_job_create(
+        project=project,
+        data=data,
+        name=name,
+        format=format,
+        prefix=prefix,
+        actor=actor,
+        background=later,
+    )
+    if later:
+        return job
+    done = import_job_run(job_id=job.pk)
+    assert done is not None  # created just now
+    return done
+
+
 def import_job_run(*, job_id: int) -> ImportJob | None:
     """Run import job ``job_id``: parse its file, store its sessions in chunks, record progress,
     then the result (the file dropped) or the error (the file kept: running it again resumes).
@@ -367,5 +402,6 @@ __all__ = [
     "import_job_create",
     "import_job_run",
     "import_result_data",
+    "import_start",
     "transcript_import",
 ]
