@@ -12,7 +12,6 @@ Results go to ``docs/benchmarks.md`` under ``## Body cap``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import http.client
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from record import machine, write_section  # noqa: E402
+from record import report  # noqa: E402
 
 from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
 
@@ -76,25 +75,18 @@ def main() -> None:
                 f"| {megabytes} MB chunked | {outcome} | {seconds:.1f} s | {before} MB |"
                 f" {peak} MB | +{peak - before} MB |"
             )
-    section = "\n".join(
-        [
-            SECTION,
-            "",
-            f"`bench/body_cap.py`, {datetime.date.today()}, on {machine()}.",
-            "",
+    report(
+        SECTION,
+        "body_cap.py",
+        (
             "One daphne process (embedded shape, `CTXWEB_MAX_REQUEST_BYTES` 32 MB) receiving a"
             " chunked body over loopback; its resident memory before the request and at its peak."
-            " The 30 MB body is the baseline (under the cap; it is not a valid turn, so 400).",
-            "",
-            "| body | answer | time | RSS before | peak | growth |",
-            "|---|---|---|---|---|---|",
-            *rows,
-            "",
-        ]
+            " The 30 MB body is the baseline (under the cap; it is not a valid turn, so 400)."
+        ),
+        ["body", "answer", "time", "RSS before", "peak", "growth"],
+        rows,
+        write=not args.no_write,
     )
-    print(section)
-    if not args.no_write:
-        write_section(SECTION, section)
 
 
 if __name__ == "__main__":

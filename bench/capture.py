@@ -19,7 +19,6 @@ Results go to ``docs/benchmarks.md`` under ``## Capture``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gzip
 import json
 import os
@@ -35,7 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from record import machine, write_section  # noqa: E402
+from record import report  # noqa: E402
 
 from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
 
@@ -281,26 +280,18 @@ def main() -> None:
         f" {r['mb_per_s']:.1f} | {r['p50']:.0f} / {r['p95']:.0f} |"
         for r in results
     ]
-    section = "\n".join(
-        [
-            SECTION,
-            "",
-            f"`bench/capture.py`, {datetime.date.today()}, on {machine()}, PostgreSQL {version}.",
-            "",
-            f"One daphne process on PostgreSQL; {args.clients} client threads over loopback, each"
-            f" sending one session at a time; {args.sessions} sessions of {args.turns} model calls"
-            " whose contexts grow by a tool call and a 2 KB output per call. Every row stores the"
-            " same turns; the REST row is the baseline of the same run.",
-            "",
-            "| path | model calls | requests | calls/s | MB/s sent | request p50 / p95 ms |",
-            "|---|---|---|---|---|---|",
-            *rows,
-            "",
-        ]
+    report(
+        SECTION,
+        "capture.py",
+        f"One daphne process on PostgreSQL; {args.clients} client threads over loopback, each"
+        f" sending one session at a time; {args.sessions} sessions of {args.turns} model calls"
+        " whose contexts grow by a tool call and a 2 KB output per call. Every row stores the"
+        " same turns; the REST row is the baseline of the same run.",
+        ["path", "model calls", "requests", "calls/s", "MB/s sent", "request p50 / p95 ms"],
+        rows,
+        versions=(f"PostgreSQL {version}",),
+        write=not args.no_write,
     )
-    print(section)
-    if not args.no_write:
-        write_section(SECTION, section)
 
 
 if __name__ == "__main__":

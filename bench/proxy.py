@@ -14,7 +14,6 @@ under 10% to such a call, and recording never holds back the first byte.
 from __future__ import annotations
 
 import argparse
-import datetime
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from record import machine, write_section  # noqa: E402
+from record import report  # noqa: E402
 
 from tests.support.providers import provider_stand_in  # noqa: E402
 from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
@@ -96,28 +95,21 @@ def main() -> None:
                         f"| {what}, {concurrency} at once | {ms(base)} | {ms(through)} |"
                         f" {added:+.1%} |"
                     )
-    section = "\n".join(
-        [
-            SECTION,
-            "",
-            f"`bench/proxy.py`, {datetime.date.today()}, on {machine()}.",
-            "",
+    report(
+        SECTION,
+        "proxy.py",
+        (
             f"The real `openai` SDK, {args.calls} calls from {args.concurrency} threads (and 20"
             " one at a time), to a"
             f" loopback stand-in that takes {args.delay * 1000:.0f} ms per call: directly (the"
             " baseline, same run) and through one daphne running the proxy (embedded shape,"
             " every call recorded as a turn). Target: under 10% added, the first byte not held"
-            " back by recording.",
-            "",
-            "| measure | direct median / p95 ms | through ctxweb median / p95 ms | added |",
-            "|---|---|---|---|",
-            *rows,
-            "",
-        ]
+            " back by recording."
+        ),
+        ["measure", "direct median / p95 ms", "through ctxweb median / p95 ms", "added"],
+        rows,
+        write=not args.no_write,
     )
-    print(section)
-    if not args.no_write:
-        write_section(SECTION, section)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import re
@@ -45,3 +46,35 @@ def write_section(heading: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     DOCS.write_text(text.rstrip("\n") + "\n")
+
+
+def report(
+    heading: str,
+    script: str,
+    description: str,
+    columns: list[str],
+    rows: list[str],
+    *,
+    versions: tuple[str, ...] = (),
+    write: bool = True,
+) -> str:
+    """A benchmark's section: heading, which script ran when and where, what it measured, and a
+    table; printed, and written to docs/benchmarks.md unless ``write`` is false."""
+    section = "\n".join(
+        [
+            heading,
+            "",
+            f"`bench/{script}`, {datetime.date.today()}, on {machine(*versions)}.",
+            "",
+            description,
+            "",
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
+            *rows,
+            "",
+        ]
+    )
+    print(section)
+    if write:
+        write_section(heading, section)
+    return section

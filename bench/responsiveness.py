@@ -16,7 +16,6 @@ Results go to ``docs/benchmarks.md`` under ``## Responsiveness`` (the other sect
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import random
 import statistics
@@ -32,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 sys.path.insert(0, str(ROOT))
-from record import machine, write_section  # noqa: E402
+from record import report  # noqa: E402
 
 from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
 
@@ -119,28 +118,21 @@ def main() -> None:
         f"| health alone (baseline, {len(alone)} requests) | {ms(alone)} |",
         f"| health during the preview ({len(during)} requests) | {ms(during)} |",
     ]
-    section = "\n".join(
-        [
-            SECTION,
-            "",
-            f"`bench/responsiveness.py`, {datetime.date.today()}, on {machine()}.",
-            "",
+    report(
+        SECTION,
+        "responsiveness.py",
+        (
             f"`GET /api/v1/health` end to end through daphne (embedded shape) every 50 ms, alone"
             f" and while one `POST /api/v1/preview` of `llm4s-pipeline` plans over"
             f" {args.megabytes:g} MB of keywords with no full stop (answered"
             f" {preview.get('status')} after {preview.get('ms', 0) / 1000:.1f} s; previews are"
             f" stopped at `CTXWEB_PREVIEW_SECONDS`, 20 s by default). Bar: under"
-            f" {TARGET_MS} ms.",
-            "",
-            "| health check | median / max ms |",
-            "|---|---|",
-            *rows,
-            "",
-        ]
+            f" {TARGET_MS} ms."
+        ),
+        ["health check", "median / max ms"],
+        rows,
+        write=not args.no_write,
     )
-    print(section)
-    if not args.no_write:
-        write_section(SECTION, section)
 
 
 if __name__ == "__main__":
