@@ -215,6 +215,9 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") == "/v1/messages":
                 self._anthropic(request)
                 return
+            if self.path.rstrip("/") == "/v1/responses":
+                self._responses(request)
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self.send_error(404)
                 return
@@ -281,6 +284,72 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
                     "usage": usage,
                 },
             )
+
+        def _responses(self, request: dict[str, Any]) -> None:
+            reply = state.next_reply()
+            text = reply if isinstance(reply, str) else json.dumps(reply)
+            items = request.get("input")
+            prompt = max(1, len(json.dumps(items)) // 4)
+            response = {
+                "id": f"resp_{state.calls}",
+                "object": "response",
+                "created_at": 1,
+                "model": request["model"],
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "message",
+                        "id": f"msg_{state.calls}",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}],
+                    }
+                ],
+                "usage": {
+                    "input_tokens": prompt,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": 7,
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": prompt + 7,
+                },
+            }
+            if not request.get("stream"):
+                self._json(200, response)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            started = {**response, "status": "in_progress", "output": []}
+            events = [
+                {"type": "response.created", "sequence_number": 0, "response": started},
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 1,
+                    "output_index": 0,
+                    "item": {**response["output"][0], "status": "in_progress", "content": []},
+                },
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": 1,
+                    "item_id": f"msg_{state.calls}",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                },
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": 1,
+                    "item_id": f"msg_{state.calls}",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": text,
+                },
+                {"type": "response.completed", "sequence_number": 2, "response": response},
+            ]
+            for event in events:
+                self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self._chunk(b"")
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -327,3 +327,35 @@ def test_each_key_has_its_rate_limit_in_the_providers_shape(
             )
         assert int(raised.value.response.headers["Retry-After"]) >= 1
         assert len(stand_in.requests) == before + 3
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_openai_responses_agent_is_recorded_too(
+    server: tuple[str, str, Path], stand_in: StandIn, stream: bool
+) -> None:
+    url, key, _ = server
+    session = f"responses-{stream}"
+    client = openai_client(url, key, session)
+    stand_in.script[stand_in.calls :] = ["Step one done.", "Step two done."]
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Do step one."}]
+    if stream:
+        with client.responses.stream(
+            model="gpt-4o", instructions="Be terse.", input=items
+        ) as events:
+            answer = events.get_final_response()
+    else:
+        answer = client.responses.create(model="gpt-4o", instructions="Be terse.", input=items)
+    assert answer.output_text == "Step one done."
+    items += [
+        {"role": "assistant", "content": answer.output_text},
+        {"role": "user", "content": "Do step two."},
+    ]
+    client.responses.create(model="gpt-4o", instructions="Be terse.", input=items)
+    detail = settle(url, key, session, 2)
+    assert detail["format"] == "openai-responses"
+    turns = api(url, key, f"sessions/{session}/turns")
+    assert turns[1]["regions"]["system"] > 0
+    assert turns[1]["regions"]["assistant"] > 0
+    sent = stand_in.requests[-2:]
+    for turn, request in zip(turns, sent, strict=True):
+        assert turn["reported_input_tokens"] == max(1, len(json.dumps(request["input"])) // 4)
