@@ -34,6 +34,11 @@ class StandIn:
     #: Seconds each call takes before its first byte (a model thinking).
     delay: float = 0.0
 
+    def then(self, *replies: Any) -> None:
+        """Answer the next calls with ``replies``, whatever was scripted before."""
+        del self.script[self.calls :]
+        self.script += ["done"] * (self.calls - len(self.script)) + list(replies)
+
     def next_reply(self) -> Any:
         reply = self.script[self.calls] if self.calls < len(self.script) else "done"
         self.calls += 1

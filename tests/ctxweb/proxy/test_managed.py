@@ -91,9 +91,7 @@ def test_an_applied_operation_reaches_the_agents_next_call_and_undo_takes_it_bac
         {"role": "system", "content": "You are a careful coding agent."},
         {"role": "user", "content": "Build the project and fix what fails."},
     ]
-    stand_in.script[stand_in.calls :] = [
-        {"tool": "build", "arguments": {"step": n}} for n in range(4)
-    ]
+    stand_in.then(*({"tool": "build", "arguments": {"step": n}} for n in range(4)))
     for n in range(4):
         answer = client.chat.completions.create(model="gpt-4o", messages=history)
         call = answer.choices[0].message.tool_calls[0]

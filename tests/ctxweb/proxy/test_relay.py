@@ -85,7 +85,7 @@ def test_an_openai_agent_is_answered_as_upstream_and_recorded_turn_by_turn(
     url, key, _ = server
     session = f"openai-{stream}"
     client = openai_client(url, key, session)
-    stand_in.script[stand_in.calls :] = [TOOL, "The divisor is zero."]
+    stand_in.then(TOOL, "The divisor is zero.")
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful coding agent."},
         {"role": "user", "content": "Why does the test fail?"},
@@ -152,7 +152,7 @@ def test_an_anthropic_agent_without_a_session_header_stays_one_session(
         api_key=PROVIDER_KEY,
         default_headers={"X-Ctxweb-Key": key},
     )
-    stand_in.script[stand_in.calls :] = [TOOL, "Fixed."]
+    stand_in.then(TOOL, "Fixed.")
     ask = f"Fix the build ({'streaming' if stream else 'plain'})."
     messages: list[dict[str, Any]] = [{"role": "user", "content": ask}]
 
@@ -336,7 +336,7 @@ def test_an_openai_responses_agent_is_recorded_too(
     url, key, _ = server
     session = f"responses-{stream}"
     client = openai_client(url, key, session)
-    stand_in.script[stand_in.calls :] = ["Step one done.", "Step two done."]
+    stand_in.then("Step one done.", "Step two done.")
     items: list[dict[str, Any]] = [{"role": "user", "content": "Do step one."}]
     if stream:
         with client.responses.stream(
