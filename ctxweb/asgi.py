@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (served by daphne)."""
+"""ASGI entry point: HTTP through Django, but for the recording proxy's calls (a plain ASGI relay,
+:mod:`ctxweb.proxy.app`); WebSockets through Channels (served by daphne)."""
 
 import os
 
@@ -16,12 +17,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_guards  # noqa: E402
+from ctxweb.proxy.app import ProxyApplication  # noqa: E402
 
 daphne_guards()
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimitASGIMiddleware(django_asgi_app),
+        "http": BodyLimitASGIMiddleware(ProxyApplication(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -5,6 +5,7 @@ its regions and reported usage; the provider's key reaches the stand-in and nowh
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -359,3 +360,63 @@ def test_an_openai_responses_agent_is_recorded_too(
     sent = stand_in.requests[-2:]
     for turn, request in zip(turns, sent, strict=True):
         assert turn["reported_input_tokens"] == max(1, len(json.dumps(request["input"])) // 4)
+
+
+def test_a_host_the_site_does_not_serve_is_refused_before_anything_leaves(
+    server: tuple[str, str, Path], stand_in: StandIn
+) -> None:
+    import http.client
+    from urllib.parse import urlsplit
+
+    url, key, _ = server
+    before = len(stand_in.requests)
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    conn.request(
+        "POST",
+        "/proxy/openai/v1/chat/completions",
+        body=json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}),
+        headers={"Host": "evil.example", "X-Ctxweb-Key": key, "Content-Type": "application/json"},
+    )
+    answer = conn.getresponse()
+    assert answer.status == 400
+    assert json.loads(answer.read())["error"]["type"] == "invalid_request_error"
+    assert len(stand_in.requests) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_relay_answers_through_djangos_urls(
+    stand_in: StandIn, settings: Any, django_user_model: Any
+) -> None:
+    """WSGI deployments and the test client reach the relay through ``ctxweb.proxy.urls``."""
+    from django.test import Client
+
+    from ctxweb.accounts.services import api_key_create, project_create
+    from ctxweb.proxy.relay import recording_idle
+
+    settings.CTXWEB_UPSTREAM_OPENAI = f"{stand_in.url}/v1"
+    settings.CTXWEB_RATE_LIMIT = ""
+    _, raw = api_key_create(project=project_create(name="through-django"))
+    client = Client()
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    refused = client.post(
+        "/proxy/openai/v1/chat/completions", body, content_type="application/json"
+    )
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "invalid_api_key"
+    stand_in.then("Hello from upstream.")
+    answered = client.post(
+        "/proxy/openai/v1/chat/completions",
+        body,
+        content_type="application/json",
+        headers={"X-Ctxweb-Key": raw, "Authorization": f"Bearer {PROVIDER_KEY}"},
+    )
+    assert answered.status_code == 200
+
+    async def whole() -> bytes:
+        return b"".join([chunk async for chunk in answered.streaming_content])  # type: ignore[attr-defined]
+
+    text = asyncio.run(whole())
+    assert json.loads(text)["choices"][0]["message"]["content"] == "Hello from upstream."
+    assert stand_in.headers[-1]["authorization"] == f"Bearer {PROVIDER_KEY}"
+    recording_idle()

@@ -1,0 +1,139 @@
+"""The proxy as a plain ASGI application, in front of Django's (see :mod:`ctxweb.asgi`).
+
+A relayed call pays for what it needs and nothing else: no Django request object, no middleware
+stack (sessions, CSRF, messages, templates: none apply to a model call), no thread hop to run
+it. What the middleware gave that applies here is kept: the body cap (the ASGI body limit wraps
+this app too) and the ``Host`` check against ``ALLOWED_HOSTS``. Paths that are not
+``/proxy/<openai|anthropic>/v1/...`` go to Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from ctxweb.proxy.relay import Relayed, error, relay
+
+logger = logging.getLogger("ctxweb.proxy")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+ROUTE = re.compile(r"^/proxy/(?P<provider>openai|anthropic)/v1/(?P<rest>.+)$", re.DOTALL)
+
+
+def _host_allowed(host: str) -> bool:
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:  # as Django allows it
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
+class ProxyApplication:
+    """``/proxy/...`` relayed here; everything else to ``app`` (Django)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = ROUTE.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        body = await _body(receive)
+        if body is None:  # the caller left before its body arrived
+            return
+        provider = route["provider"]
+        headers = [
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in scope.get("headers") or []
+        ]
+        host = next((value for name, value in headers if name.lower() == "host"), "")
+        try:
+            if not _host_allowed(host):
+                relayed = error(provider, 400, "invalid_request_error", "ctxweb: bad Host header.")
+            else:
+                raw = scope.get("raw_path") or b""
+                prefix = f"/proxy/{provider}/v1/".encode()
+                rest = (
+                    raw[len(prefix) :].decode("latin-1")
+                    if raw.startswith(prefix)
+                    else route["rest"]
+                )
+                relayed = await relay(
+                    provider=provider,
+                    rest=rest,
+                    method=scope.get("method", "GET"),
+                    query=(scope.get("query_string") or b"").decode("latin-1"),
+                    headers=headers,
+                    body=body,
+                )
+        except Exception:
+            logger.exception("proxy: the call could not be relayed")
+            relayed = error(provider, 500, "api_error", "ctxweb: the proxy failed.")
+        await _answer(relayed, receive, send)
+
+
+async def _body(receive: Receive) -> bytes | None:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": relayed.status,
+            "headers": [
+                (name.lower().encode("latin-1"), value.encode("latin-1"))
+                for name, value in relayed.headers
+            ],
+        }
+    )
+    if isinstance(relayed.body, bytes):
+        await send({"type": "http.response.body", "body": relayed.body})
+        return
+    streaming = asyncio.ensure_future(_stream(relayed.body, send))
+    leaving = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({streaming, leaving}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (streaming, leaving):
+            task.cancel()
+        for task in (streaming, leaving):  # the stream closes the upstream answer as it ends
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if streaming.done() and not streaming.cancelled() and streaming.exception() is not None:
+        logger.warning("proxy: relaying the answer failed: %r", streaming.exception())
+
+
+async def _stream(chunks: AsyncIterator[bytes], send: Send) -> None:
+    try:
+        async for chunk in chunks:
+            if chunk:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
