@@ -30,6 +30,7 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -104,7 +105,11 @@ class Relayed:
     body: bytes | AsyncIterator[bytes]
 
 
-_CLIENTS: dict[int, httpx.AsyncClient] = {}
+#: One pooled client per event loop, forgotten with its loop (a loop's id can be reused by the
+#: next loop once it is gone, and a client bound to a closed loop fails on its next call).
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
 #: Recording runs here, one call at a time in the order the answers ended: a call that extends
 #: the previous one finds it recorded, and recording never competes with relaying for threads.
 _RECORDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxweb-proxy-record")
@@ -113,7 +118,7 @@ _recorder_used = 0.0
 
 def _client() -> httpx.AsyncClient:
     """One pooled client per event loop (daphne runs one)."""
-    loop = id(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
     if loop not in _CLIENTS:
         _CLIENTS[loop] = httpx.AsyncClient(
             timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),

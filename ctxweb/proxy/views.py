@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -21,10 +22,16 @@ async def relay(
         headers=list(request.headers.items()),
         body=request.body,
     )
+    body = relayed.body
+    if not isinstance(body, bytes) and not isinstance(request, ASGIRequest):
+        # Under WSGI this view runs in an event loop of its own that ends with it, and the
+        # upstream's connection belongs to that loop: the answer is read whole before it ends
+        # (WSGI cannot stream an asynchronous body anyway; Django would buffer it later).
+        body = b"".join([chunk async for chunk in body])
     response: HttpResponse | StreamingHttpResponse = (
-        HttpResponse(relayed.body, status=relayed.status)
-        if isinstance(relayed.body, bytes)
-        else StreamingHttpResponse(relayed.body, status=relayed.status)
+        HttpResponse(body, status=relayed.status)
+        if isinstance(body, bytes)
+        else StreamingHttpResponse(body, status=relayed.status)
     )
     for name, value in relayed.headers:
         response[name] = value

@@ -5,7 +5,6 @@ its regions and reported usage; the provider's key reaches the stand-in and nowh
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import subprocess
@@ -404,19 +403,31 @@ def test_the_same_relay_answers_through_djangos_urls(
     )
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"
-    stand_in.then("Hello from upstream.")
-    answered = client.post(
-        "/proxy/openai/v1/chat/completions",
-        body,
-        content_type="application/json",
-        headers={"X-Ctxweb-Key": raw, "Authorization": f"Bearer {PROVIDER_KEY}"},
-    )
-    assert answered.status_code == 200
-
-    async def whole() -> bytes:
-        return b"".join([chunk async for chunk in answered.streaming_content])  # type: ignore[attr-defined]
-
-    text = asyncio.run(whole())
-    assert json.loads(text)["choices"][0]["message"]["content"] == "Hello from upstream."
+    # Each call runs in an event loop of its own (as under WSGI), which ends with the call: the
+    # second and third must not reuse the first one's connection.
+    stand_in.then("Hello from upstream.", "Again.", "Streamed.")
+    for expected, stream in (
+        ("Hello from upstream.", False),
+        ("Again.", False),
+        ("Streamed.", True),
+    ):
+        answered = client.post(
+            "/proxy/openai/v1/chat/completions",
+            {**body, "stream": stream},
+            content_type="application/json",
+            headers={"X-Ctxweb-Key": raw, "Authorization": f"Bearer {PROVIDER_KEY}"},
+        )
+        assert answered.status_code == 200
+        if stream:
+            assert answered["content-type"].startswith("text/event-stream")
+            events = [
+                json.loads(line.removeprefix("data: "))
+                for line in answered.content.decode().splitlines()
+                if line.startswith("data: {")
+            ]
+            text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events)
+            assert text == expected
+        else:
+            assert answered.json()["choices"][0]["message"]["content"] == expected
     assert stand_in.headers[-1]["authorization"] == f"Bearer {PROVIDER_KEY}"
     recording_idle()
