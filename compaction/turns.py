@@ -42,6 +42,7 @@ __all__ = [
     "OrphanRef",
     "Orphans",
     "ToolPair",
+    "ToolScan",
     "find_legal_start",
     "find_safe_boundary",
     "has_tool_calls",
@@ -53,6 +54,7 @@ __all__ = [
     "result_ids",
     "sanitize_history_for_provider",
     "tool_pairs",
+    "tool_scan",
     "user_turns",
 ]
 
@@ -240,6 +242,72 @@ def orphans(messages: Sequence[Message]) -> Orphans:
     A strategy's output must have ``orphans(out).ok``; providers reject either kind.
     """
     return _match(messages)[1]
+
+
+@dataclass(frozen=True)
+class ToolScan:
+    """Where the tool-pair scan stands after a context's first ``count`` messages, so that a
+    context extending them is checked for orphans by scanning only what it adds
+    (:func:`tool_scan`). Pairing is the one :func:`orphans` does.
+
+    Attributes:
+        count: how many leading messages were scanned.
+        pending: call ids still waiting for a result, each with the indexes of its calls.
+        results: results that found no call.
+    """
+
+    count: int = 0
+    pending: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    results: tuple[OrphanRef, ...] = ()
+
+    @property
+    def orphans(self) -> Orphans:
+        """The orphans of the scanned messages, as :func:`orphans` gives them."""
+        calls = sorted(
+            (OrphanRef(cid, i) for cid, idxs in self.pending for i in idxs),
+            key=lambda ref: (ref.index, ref.id),
+        )
+        return Orphans(tuple(calls), self.results)
+
+
+def tool_scan(messages: Sequence[Message], start: ToolScan | None = None) -> ToolScan:
+    """Scan ``messages`` for tool pairs, continuing from ``start`` (the scan of their first
+    ``start.count`` messages, which are not looked at again).
+
+    ``tool_scan(messages).orphans == orphans(messages)``, and for any ``k``,
+    ``tool_scan(messages, tool_scan(messages[:k]))`` equals ``tool_scan(messages)``.
+
+    Example:
+        >>> from compaction.messages.model import Message, ToolCallPart, ToolResultPart
+        >>> call = Message("assistant", (ToolCallPart("c1", "f", "{}"),))
+        >>> first = tool_scan([call])
+        >>> first.orphans.ok
+        False
+        >>> tool_scan([call, Message("tool", (ToolResultPart("c1", ()),))], first).orphans.ok
+        True
+    """
+    begin = start.count if start is not None else 0
+    pending: dict[str, list[int]] = {
+        cid: list(idxs) for cid, idxs in (start.pending if start is not None else ())
+    }
+    results = list(start.results) if start is not None else []
+    for i in range(begin, len(messages)):
+        message = messages[i]
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                pending.setdefault(call.id, []).append(i)
+        if is_tool_result_message(message):
+            for rid in result_ids(message):
+                waiting = pending.get(rid)
+                if waiting:
+                    waiting.pop(0)
+                else:
+                    results.append(OrphanRef(rid, i))
+    return ToolScan(
+        max(begin, len(messages)),
+        tuple((cid, tuple(idxs)) for cid, idxs in pending.items() if idxs),
+        tuple(results),
+    )
 
 
 # --- nanobot ----------------------------------------------------------------------------------

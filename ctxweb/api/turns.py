@@ -23,6 +23,7 @@ from ctxweb.shapes import TurnOutput
 
 if TYPE_CHECKING:
     from compaction.messages import Context
+    from ctxweb.accounts.models import Project
 
 #: The longest session id: the column's length.
 EXTERNAL_ID_MAX = 200
@@ -30,6 +31,10 @@ EXTERNAL_ID_MAX = 200
 
 class TurnIngestApi(APIView):
     """Ingest one model call; the session is created on first use."""
+
+    #: The request's message lists are depth-checked by the format parsers, once per new
+    #: message (:func:`services.turn_request_parse`): the body parser does not walk them.
+    checks_messages = ("messages", "input")
 
     @extend_schema(
         request=TurnIngestInput,
@@ -58,7 +63,9 @@ class TurnIngestApi(APIView):
             request=body["request"],
         )
         if not body.get("allow_orphans"):
-            refuse_orphans(context, body["request"])
+            refuse_orphans(
+                context, body["request"], project=access.project, external_id=external_id
+            )
         try:
             result = services.turn_ingest(
                 project=access.project,
@@ -101,10 +108,18 @@ class TurnIngestApi(APIView):
         )
 
 
-def refuse_orphans(context: Context, request: dict[str, Any]) -> None:
+def refuse_orphans(
+    context: Context,
+    request: dict[str, Any],
+    *,
+    project: Project | None = None,
+    external_id: str | None = None,
+) -> None:
     """Refuse a context with orphaned tool calls or results (a 400 naming each raw field);
     ``"allow_orphans": true`` in the body accepts it (:func:`services.turn_orphans`)."""
-    fields = services.turn_orphans(context=context, request=request)
+    fields = services.turn_orphans(
+        context=context, request=request, project=project, external_id=external_id
+    )
     if fields:
         raise ApiError(
             'The context has orphaned tool calls or results; send "allow_orphans": true to store'

@@ -18,6 +18,7 @@ from compaction.turns import (
     OrphanRef,
     Orphans,
     ToolPair,
+    ToolScan,
     find_legal_start,
     find_safe_boundary,
     is_safe_boundary,
@@ -26,6 +27,7 @@ from compaction.turns import (
     parse_turn_boundaries,
     sanitize_history_for_provider,
     tool_pairs,
+    tool_scan,
     user_turns,
 )
 
@@ -411,3 +413,19 @@ def test_after_the_legal_start_every_result_was_declared(history: list[Message])
             declared.update(call.id for call in message.tool_calls)
         if is_tool_result_message(message):
             assert all(r.tool_call_id in declared for r in message.tool_results if r.tool_call_id)
+
+
+@given(histories, st.integers(min_value=0, max_value=14))
+def test_a_scan_continued_from_any_prefix_finds_the_orphans_of_the_whole(
+    history: list[Message], split: int
+) -> None:
+    whole = tool_scan(history)
+    assert whole.orphans == orphans(history)
+    first = tool_scan(history[:split])
+    assert tool_scan(history, first) == whole
+    assert tool_scan(history, ToolScan()) == whole
+
+
+def test_a_continued_scan_does_not_look_at_what_it_already_scanned() -> None:
+    # The first two messages are said to hold nothing pending: the result of "A" then has no call.
+    assert tool_scan([tc("A"), t("A")], ToolScan(count=1)).orphans.results == (OrphanRef("A", 1),)

@@ -61,6 +61,7 @@ from ctxweb.contexts.selectors.turns import (
     turn_list,
     turn_message_hashes,
     turn_message_ids,
+    turn_message_ids_after,
     turn_messages,
     turn_previous,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "turn_message_hashes",
     "turn_message_id_lists",
     "turn_message_ids",
+    "turn_message_ids_after",
     "turn_messages",
     "turn_operation_event",
     "turn_previous",

@@ -51,6 +51,28 @@ def turn_message_ids(*, session: Session, index: int) -> list[int]:
     return ids
 
 
+def turn_message_ids_after(
+    *, session: Session, index: int, known: tuple[int, int, Any], ids: list[int]
+) -> list[int] | None:
+    """Turn ``index``'s message ids, from those of an earlier turn (``known``: its index, primary
+    key and creation time; ``ids``: its message ids) and the deltas of the turns after it, in one
+    query over those turns only. None when that earlier turn is not stored as said (rolled back,
+    or the session was replaced).
+    """
+    since, pk, created_at = known
+    rows = list(
+        Turn.objects.filter(session=session, index__gte=since, index__lte=index)
+        .order_by("index")
+        .values_list("index", "pk", "created_at", "shared", "tail")
+    )
+    if not rows or rows[0][:3] != (since, pk, created_at) or rows[-1][0] != index:
+        return None
+    current = list(ids)
+    for _, _, _, shared, tail in rows[1:]:
+        current = current[:shared] + list(tail)
+    return current
+
+
 def turn_list(*, session: Session) -> QuerySet[Turn]:
     """The session's turns, for the chart: no message content loaded."""
     return (

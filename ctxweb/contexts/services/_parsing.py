@@ -7,17 +7,29 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from compaction.messages import FORMATS as FORMATS  # the formats a turn may be sent in
 from compaction.messages import Context
 from compaction.messages.incremental import ParseMemo, parse_incremental
-from compaction.turns import orphans
+from compaction.turns import ToolScan, tool_scan
 from ctxweb.accounts.models import Project
+
+
+@dataclass
+class _Parsed:
+    """A session's latest parse, and its tool-pair scans: ``base`` covers messages it shares with
+    the parse before (scanned then), ``scan`` all of them once :func:`turn_orphans` ran."""
+
+    memo: ParseMemo
+    base: ToolScan | None = None
+    scan: ToolScan | None = None
+
 
 #: Sessions' latest request bodies as this process parsed them (a bounded LRU), by project id and
 #: external id: a turn parses only the messages its body does not share with the previous one.
-_PARSED: OrderedDict[tuple[int, str], ParseMemo] = OrderedDict()
+_PARSED: OrderedDict[tuple[int, str], _Parsed] = OrderedDict()
 _PARSED_MAX = 256
 #: The messages the memos may hold in all (each holds its messages' parsed and raw forms).
 _PARSED_MAX_MESSAGES = 200_000
@@ -41,26 +53,46 @@ def turn_request_parse(
     key = (project.pk, external_id)
     with _PARSED_LOCK:
         previous = _PARSED.get(key)
-    context, memo = parse_incremental(format, request, previous)
+    context, memo = parse_incremental(format, request, previous.memo if previous else None)
+    scanned = previous.scan or previous.base if previous is not None else None
+    base = scanned if scanned is not None and scanned.count <= memo.reused else None
     with _PARSED_LOCK:
-        _PARSED[key] = memo
+        _PARSED[key] = _Parsed(memo, base)
         _PARSED.move_to_end(key)
-        held = sum(len(m.raw) for m in _PARSED.values())
+        held = sum(len(p.memo.raw) for p in _PARSED.values())
         while len(_PARSED) > 1 and (len(_PARSED) > _PARSED_MAX or held > _PARSED_MAX_MESSAGES):
             _, dropped = _PARSED.popitem(last=False)
-            held -= len(dropped.raw)
+            held -= len(dropped.memo.raw)
     return context
 
 
-def turn_orphans(*, context: Context, request: Mapping[str, Any]) -> dict[str, str]:
+def turn_orphans(
+    *,
+    context: Context,
+    request: Mapping[str, Any],
+    project: Project | None = None,
+    external_id: str | None = None,
+) -> dict[str, str]:
     """Refuse a context with a tool result but no call before it, or a call with no result after
     it: providers reject both, so such a context is a broken agent's. Returns ``{raw field path
     (messages.3.tool_call_id): why}``, empty when the context is whole.
 
+    With the session (``project``, ``external_id``) of a context that
+    :func:`turn_request_parse` just gave, only the messages it did not share with the session's
+    previous request are scanned.
+
     A Responses request that continues a stored response (``previous_response_id``,
     ``conversation``) answers calls the provider keeps: its results are not orphans.
     """
-    found = orphans(context.messages)
+    parsed = None
+    if project is not None and external_id is not None:
+        with _PARSED_LOCK:
+            parsed = _PARSED.get((project.pk, external_id))
+    if parsed is not None and parsed.memo.messages is context.messages:
+        parsed.scan = scan = tool_scan(context.messages, parsed.scan or parsed.base)
+    else:
+        scan = tool_scan(context.messages)
+    found = scan.orphans
     if found.ok:
         return {}
     continues = context.format == "openai-responses" and any(

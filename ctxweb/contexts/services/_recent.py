@@ -31,6 +31,8 @@ class _Recent:
     #: The session's encoding (it never changes).
     encoding: str
     turn_key: tuple[int, Any]
+    #: The turn's index in its session.
+    index: int
     messages: tuple[LibMessage, ...]
     hashes: list[str]
     ids: list[int]
@@ -63,6 +65,19 @@ def _recent_valid(recent: _Recent, session: Session, previous: _Previous | None)
     """Whether ``recent`` holds ``session``'s previous turn (as stored now)."""
     return (
         previous is not None and recent.session_id == session.pk and recent.turn_key == previous.key
+    )
+
+
+def _recent_earlier(recent: _Recent, session: Session, previous: _Previous | None) -> bool:
+    """Whether ``recent`` may hold an earlier turn of ``session`` than its previous one (another
+    process stored the turns since: behind round robin, most of the time). Its messages are
+    then still the session's, stored, if its turn is (checked by
+    :func:`~ctxweb.contexts.selectors.turn_message_ids_after`)."""
+    return (
+        previous is not None
+        and recent.session_id == session.pk
+        and recent.turn_key != previous.key
+        and recent.index < session.turn_count - 1
     )
 
 

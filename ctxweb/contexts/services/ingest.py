@@ -22,7 +22,13 @@ from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import KEYFRAME_EVERY, Turn
 from ctxweb.contexts.services._canonical import _body_digest, _check_text, _same_body, _typed_equal
-from ctxweb.contexts.services._recent import _Recent, _recent_guess, _recent_put, _recent_valid
+from ctxweb.contexts.services._recent import (
+    _Recent,
+    _recent_earlier,
+    _recent_guess,
+    _recent_put,
+    _recent_valid,
+)
 from ctxweb.contexts.services._sessions import _session_for_turn
 from ctxweb.contexts.services._sql import _insert_rows_sql, _turn_insert
 from ctxweb.contexts.services.storage import (
@@ -208,23 +214,39 @@ def turn_ingest(
             if hashed and existing.body_hash and not _same_body(existing.body_hash, body, context):
                 raise TurnConflict(turn_id)
             return IngestResult(existing, False)
-        recent = None
+        recent = earlier = None
+        previous_ids: list[int] | None = None
         if guess is not None and _recent_valid(guess, session, previous):
             recent = guess
+            previous_ids = recent.ids
+        elif guess is not None and _recent_earlier(guess, session, previous):
+            # Another process stored the turns since this one's: its messages are still known,
+            # and the previous turn's ids are its own plus the deltas since.
+            previous_ids = selectors.turn_message_ids_after(
+                session=session,
+                index=index - 1,
+                known=(guess.index, *guess.turn_key),
+                ids=guess.ids,
+            )
+            earlier = guess if previous_ids is not None else None
         if recent is not None and plan is not None:
             stored = _messages_store(plan, found.returned if then is not None else None)
         else:  # rows the guess inserted are found like any others
             stored = message_rows(
-                project=project, messages=context.messages, encoding=encoding, recent=recent
+                project=project,
+                messages=context.messages,
+                encoding=encoding,
+                recent=recent or earlier,
             )
+        known = recent or earlier
         body_hash = _body_digest(body, context, stored.hashes) if hashed else ""
         system_parts, tools = tuple(context.system), tuple(context.tools)
-        if recent is not None and _typed_equal(system_parts, recent.system):
-            system = recent.system_row
+        if known is not None and _typed_equal(system_parts, known.system):
+            system = known.system_row
         else:
             system = system_row(project=project, context=context, encoding=encoding)
-        if recent is not None and _typed_equal(tools, recent.tools):
-            toolset = recent.toolset
+        if known is not None and _typed_equal(tools, known.tools):
+            toolset = known.toolset
         else:
             toolset = toolset_row(project=project, context=context, encoding=encoding)
         regions = sum_regions(
@@ -241,12 +263,12 @@ def turn_ingest(
             regions["unattributed"] = reported - counted
         total = sum(regions.values())
         ids = stored.ids
-        if recent is not None:
-            previous_ids = recent.ids
-        elif previous is not None:
-            previous_ids = selectors.turn_message_ids(session=session, index=index - 1)
-        else:
-            previous_ids = []
+        if previous_ids is None:
+            previous_ids = (
+                selectors.turn_message_ids(session=session, index=index - 1)
+                if previous is not None
+                else []
+            )
         shared, tail, keyframe = _delta(previous_ids, ids, index)
         turn_events = [dict(e) for e in events]
         applied, applied_event = (
@@ -320,6 +342,7 @@ def turn_ingest(
                 session_id=session.pk,
                 encoding=encoding,
                 turn_key=(turn.pk, turn.created_at),
+                index=index,
                 messages=tuple(context.messages),
                 hashes=stored.hashes,
                 ids=ids,

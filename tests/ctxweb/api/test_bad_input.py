@@ -238,6 +238,27 @@ def test_orphaned_tool_results_and_calls_are_a_400_naming_the_id(
     assert snapshot() == before
 
 
+def test_an_orphan_a_growing_session_adds_is_refused_whatever_the_turns_before(
+    client: Any,
+) -> None:
+    """Later turns are checked from where the previous one left off: what they add is checked
+    against the calls before it, and a rewritten history is checked whole."""
+    second = {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "id": "call_2"}]}
+    grown = [USER, CALL, RESULT, USER, second]
+    before = snapshot()
+    refused(post(client, TURNS, chat(*grown)), 400, "messages.4.tool_calls.0.id")
+    stray = {**RESULT, "tool_call_id": "call_9"}
+    refused(post(client, TURNS, chat(USER, CALL, RESULT, stray)), 400, "messages.3.tool_call_id")
+    assert snapshot() == before
+    answered = {**RESULT, "tool_call_id": "call_2"}
+    assert post(client, TURNS, chat(*grown, answered)).status_code == 201
+    # The agent rewrites its history: the first call's result is gone.
+    refused(post(client, TURNS, chat(USER, CALL, USER, second, answered)), 400, "messages.1")
+    # A result answering a call that an earlier turn already answered has no call left.
+    again = chat(*grown, answered, {**RESULT, "tool_call_id": "call_1"})
+    refused(post(client, TURNS, again), 400, "messages.6.tool_call_id")
+
+
 def test_an_agent_that_sends_orphans_may_say_so(client: Any) -> None:
     response = post(client, TURNS, {**chat(USER, RESULT), "allow_orphans": True})
     assert response.status_code == 201, response.content

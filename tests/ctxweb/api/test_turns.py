@@ -378,6 +378,57 @@ def test_a_turn_stored_elsewhere_in_place_of_one_rolled_back_is_told_from_it(
     assert_turn_holds(turn, 5)
 
 
+def test_turns_stored_elsewhere_after_one_rolled_back_are_told_from_it(world: World) -> None:
+    """This process remembers a turn that was rolled back; other processes then store that
+    turn's place and the next: the remembered messages are not taken for the session's."""
+    for n in range(1, 4):
+        ingest(world, "s1", n)
+    with pytest.raises(RuntimeError):
+        fail_after_storing(world, "s1", 4)
+    other = conversation(4)
+    other[-1] = {**other[-1], "content": "another output"}
+    with services.as_another_process():
+        context = parse("openai-chat", chat(*other))
+        services.turn_ingest(project=world.project, external_id="s1", context=context)
+        context = parse("openai-chat", chat(*other, *conversation(5)[len(other) :]))
+        services.turn_ingest(project=world.project, external_id="s1", context=context)
+    following = [*other, *conversation(6)[len(other) :]]
+    turn = services.turn_ingest(
+        project=world.project,
+        external_id="s1",
+        context=parse("openai-chat", chat(*following)),
+    ).turn
+    ids = selectors.turn_message_ids(session=turn.session, index=turn.index)
+    rows = Message.objects.in_bulk(set(ids))
+    stored = selectors.turn_context(turn=turn, rows=[rows[i] for i in ids])
+    assert stored.messages == parse("openai-chat", chat(*following)).messages
+
+
+def test_turns_in_turn_with_other_processes_are_stored_whole(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Round robin over three processes: each stores every third turn, remembering its own, and
+    takes what it remembers of the session's messages from there."""
+    continued = []
+    since = selectors.turn_message_ids_after
+
+    def spy(**call: Any) -> list[int] | None:
+        continued.append(since(**call))
+        return continued[-1]
+
+    monkeypatch.setattr(selectors, "turn_message_ids_after", spy)
+    for n in range(1, 12):
+        if n % 3 == 0:
+            assert_turn_holds(ingest(world, "s1", n), n)
+        else:
+            with services.as_another_process():
+                assert_turn_holds(ingest(world, "s1", n), n)
+    distinct = {json.dumps(m, sort_keys=True) for m in conversation(11)}
+    assert Message.objects.count() == len(distinct)
+    assert len(continued) == 2  # turns 6 and 9 (turn 3 had only another process's before it)
+    assert all(ids is not None for ids in continued)
+
+
 def test_a_retry_of_a_turn_hashed_the_former_way_is_still_recognized(world: World) -> None:
     client = world.api(world.ingest_key)
     body = {"format": "openai-chat", "request": chat(SYSTEM, ASK), "turn_id": "t-1"}
