@@ -52,6 +52,7 @@ from ctxweb.contexts.selectors.sessions import (
 from ctxweb.contexts.selectors.turns import (
     find_artifact_pointers,
     message_detail,
+    message_secrets,
     message_tokens,
     messages_by_id,
     turn_context,
@@ -87,6 +88,7 @@ __all__ = [
     "managed_context_latest",
     "managed_context_request",
     "message_detail",
+    "message_secrets",
     "message_tokens",
     "messages_by_id",
     "operation_active",
