@@ -173,6 +173,23 @@ class ImportJobOutput(serializers.Serializer):  # type: ignore[type-arg]
         return {"message": job.error, "field": job.error_field or None}
 
 
+#: What the audit log records.
+AUDIT_ACTIONS = ("operation.apply", "operation.undo", "session.delete", "session.expire")
+
+
+class AuditEventOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """An audit log entry: who (a username, ``key <prefix>``, ``policy`` or ``retention``) did
+    what to which session, when, with what it removed or ran."""
+
+    id = serializers.IntegerField()
+    action = serializers.CharField()
+    actor = serializers.CharField(source="actor_name")
+    session = serializers.CharField(source="session_external_id")
+    operation = serializers.IntegerField(source="operation_id", allow_null=True)
+    detail = serializers.DictField()
+    created_at = _DateTime()
+
+
 def shape_event(event: dict[str, Any]) -> dict[str, Any]:
     """A live event as the WebSocket sends it: its ``turn`` and ``operation`` rows shaped."""
     shaped = dict(event)

@@ -187,6 +187,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = envint("CTXWEB_OPERATION_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 
+# Retention (each project's retention_days) is enforced this often: by Celery beat in production
+# (`make beat`), by a thread of the web process in the embedded shape (CTXWEB_SCHEDULER=1, which
+# `make run` sets).
+CTXWEB_RETENTION_SECONDS = envint("CTXWEB_RETENTION_SECONDS", 3600)
+CTXWEB_SCHEDULER = envbool("CTXWEB_SCHEDULER", False)
+CELERY_BEAT_SCHEDULE = {
+    "retention": {"task": "ctxweb.tasks.sessions_expire", "schedule": CTXWEB_RETENTION_SECONDS},
+    "reap-operations": {
+        "task": "ctxweb.contexts.tasks.operation_reap_stale",
+        "schedule": max(60, CTXWEB_RETENTION_SECONDS // 12),
+    },
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "ctxweb.api.authentication.ApiKeyAuthentication",

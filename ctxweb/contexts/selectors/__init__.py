@@ -8,6 +8,7 @@ from ctxweb.contexts.selectors.artifacts import (
     artifact_get,
     artifact_keys_stored,
 )
+from ctxweb.contexts.selectors.audit import audit_list
 from ctxweb.contexts.selectors.exports import (
     EXPORT_FORMATS,
     session_export_jsonl,
@@ -79,6 +80,7 @@ __all__ = [
     "artifact_keys_stored",
     "artifact_pointers",
     "artifacts_by_id",
+    "audit_list",
     "find_artifact_pointers",
     "import_job_get",
     "import_job_list",
