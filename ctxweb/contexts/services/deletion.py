@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ctxweb.accounts.models import Project
+from ctxweb.contexts import events
 from ctxweb.contexts.models import (
     Artifact,
     AuditEvent,
@@ -128,7 +129,9 @@ def session_delete(*, session: Session, actor: Any = None, action: str = "") -> 
         locked = Session.objects.select_for_update().filter(pk=session.pk).first()
         if locked is None:  # deleted meanwhile
             return Deleted(0, 0, 0, 0, 0, 0)
+        session_pk = locked.pk  # None once deleted
         deleted = _session_delete(locked)
+        transaction.on_commit(lambda: events.session_deleted(session_pk))
         audit_record(
             project_id=project_id,
             action=action or AuditEvent.Action.SESSION_DELETE,
@@ -146,6 +149,8 @@ def project_delete(*, project: Project) -> dict[str, int]:
     to check the links to it)."""
     with transaction.atomic():
         sessions = Session.objects.filter(project=project)
+        for session_pk in sessions.values_list("pk", flat=True):
+            transaction.on_commit(lambda pk=session_pk: events.session_deleted(pk))
         counts = {
             "turns": Turn.objects.filter(session__in=sessions).delete()[0],
             "managed_contexts": ManagedContext.objects.filter(session__in=sessions).delete()[0],
