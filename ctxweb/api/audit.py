@@ -12,6 +12,7 @@ from ctxweb.api.access import require_access
 from ctxweb.api.errors import ApiError
 from ctxweb.api.operations import require_operator
 from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
+from ctxweb.api.serializers import AuditPageOutput
 from ctxweb.contexts import selectors
 from ctxweb.shapes import AUDIT_ACTIONS, AuditEventOutput
 
@@ -19,7 +20,7 @@ from ctxweb.shapes import AUDIT_ACTIONS, AuditEventOutput
 class AuditListApi(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("action", str, enum=list(AUDIT_ACTIONS)), *page_parameters()],
-        responses={200: AuditEventOutput(many=True)},
+        responses={200: AuditPageOutput},
     )
     def get(self, request: Request) -> Response:
         access = require_access(request)
