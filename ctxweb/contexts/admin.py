@@ -15,18 +15,12 @@ from ctxweb.contexts.services import deletion
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin[Session]):
-    list_display = [
-        "external_id",
-        "project",
-        "model",
-        "turn_count",
-        "secret_count",
-        "last_activity_at",
-    ]
+    COLUMNS = ("external_id", "project", "model", "turn_count", "secret_count", "last_activity_at")
+    list_display = COLUMNS
     list_filter = ["project"]
     search_fields = ["external_id", "model"]
-    fields = list_display
-    readonly_fields = list_display
+    fields = COLUMNS
+    readonly_fields = COLUMNS
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -54,17 +48,18 @@ class SessionAdmin(admin.ModelAdmin[Session]):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
-    list_display = [
+    COLUMNS = (
         "created_at",
         "project",
         "action",
         "actor_name",
         "session_external_id",
         "operation_id",
-    ]
+    )
+    list_display = COLUMNS
     list_filter = ["action", "project"]
     search_fields = ["session_external_id", "actor_name"]
-    readonly_fields = [*list_display, "actor", "detail"]
+    readonly_fields = (*COLUMNS, "actor", "detail")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

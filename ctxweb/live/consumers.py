@@ -120,7 +120,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return False
         if not now and time.monotonic() - self.checked_at < RECHECK_SECONDS:
             return True
-        allowed = await session_watchable(user_id=self.user_id, session_id=self.session_id)
+        allowed = bool(await session_watchable(user_id=self.user_id, session_id=self.session_id))
         self.checked_at = time.monotonic()
         if not allowed:
             await self.disconnect(CLOSE_FORBIDDEN)

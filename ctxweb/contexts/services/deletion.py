@@ -149,8 +149,8 @@ def project_delete(*, project: Project) -> dict[str, int]:
     to check the links to it)."""
     with transaction.atomic():
         sessions = Session.objects.filter(project=project)
-        for session_pk in sessions.values_list("pk", flat=True):
-            transaction.on_commit(lambda pk=session_pk: events.session_deleted(pk))
+        session_pks = list(sessions.values_list("pk", flat=True))
+        transaction.on_commit(lambda: [events.session_deleted(pk) for pk in session_pks])
         counts = {
             "turns": Turn.objects.filter(session__in=sessions).delete()[0],
             "managed_contexts": ManagedContext.objects.filter(session__in=sessions).delete()[0],
