@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 8000
 PYTHON ?= python3
 
-.PHONY: run test check lint fmt worker install install-dev migrate clean
+.PHONY: run test check lint fmt worker beat install install-dev migrate clean
 
 $(VENV)/.installed-run: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,12 +24,17 @@ migrate: install
 # `make run` is for a person at a laptop: debug pages on unless the environment says otherwise.
 # Only there: tests, workers and servers started any other way run with DEBUG off.
 run: export DEBUG ?= 1
+run: export CTXWEB_SCHEDULER ?= 1
 run: migrate
 	$(PY) manage.py seed_demo --if-empty
 	$(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 worker: install
 	$(VENV)/bin/celery -A ctxweb worker --loglevel=info --concurrency=$${CELERY_CONCURRENCY:-2}
+
+# Periodic tasks (retention, reaping stale operations) in production: run exactly one.
+beat: install
+	$(VENV)/bin/celery -A ctxweb beat --loglevel=info --schedule=$${CTXWEB_DATA_DIR:-data}/celerybeat-schedule
 
 # The production shape: every database, channel-layer and task test again on PostgreSQL with
 # channels-redis and real Celery workers. Under CI=true it must run; elsewhere it runs when the

@@ -21,6 +21,14 @@ from ctxweb.proxy.app import ProxyApplication  # noqa: E402
 
 daphne_guards()
 
+from django.conf import settings  # noqa: E402
+
+if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
+    # The embedded shape has no Celery beat: retention runs in this process.
+    from ctxweb.tasks import start_in_process_scheduler
+
+    start_in_process_scheduler()
+
 application = ProtocolTypeRouter(
     {
         "http": BodyLimitASGIMiddleware(ProxyApplication(django_asgi_app)),

@@ -39,12 +39,33 @@ class SessionOutput(serializers.Serializer):  # type: ignore[type-arg]
     last_total_tokens = serializers.IntegerField()
     fill = serializers.FloatField(source="last_fill")
     compaction_count = serializers.IntegerField()
+    secret_count = serializers.IntegerField(
+        help_text="secrets found in the messages its turns brought"
+    )
     source = serializers.CharField()  # type: ignore[assignment]
     created_at = serializers.DateTimeField()
     last_activity_at = serializers.DateTimeField()
 
     def get_usable(self, session: Any) -> int:
         return max(0, int(session.context_window) - int(session.output_reserve))
+
+
+class SecretOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """A secret found in a message: its kind and what it is, never its value. ``start`` and
+    ``end`` are offsets in the stored text at ``field`` of the message at ``position`` (null:
+    the top-level system prompt); when the project masks secrets they span the mask."""
+
+    kind = serializers.CharField()
+    message = serializers.CharField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    position = serializers.IntegerField(allow_null=True, required=False, default=None)
+    field = serializers.CharField()
+
+
+def shape_secrets(secrets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Secrets as the API and the pages show them."""
+    return list(SecretOutput(secrets, many=True).data)
 
 
 class TurnOutput(serializers.Serializer):  # type: ignore[type-arg]
@@ -150,6 +171,23 @@ class ImportJobOutput(serializers.Serializer):  # type: ignore[type-arg]
         if not job.error:
             return None
         return {"message": job.error, "field": job.error_field or None}
+
+
+#: What the audit log records.
+AUDIT_ACTIONS = ("operation.apply", "operation.undo", "session.delete", "session.expire")
+
+
+class AuditEventOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """An audit log entry: who (a username, ``key <prefix>``, ``policy`` or ``retention``) did
+    what to which session, when, with what it removed or ran."""
+
+    id = serializers.IntegerField()
+    action = serializers.CharField()
+    actor = serializers.CharField(source="actor_name")
+    session = serializers.CharField(source="session_external_id")
+    operation = serializers.IntegerField(source="operation_id", allow_null=True)
+    detail = serializers.DictField()
+    created_at = _DateTime()
 
 
 def shape_event(event: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Celery tasks: each only calls a service. ``import_run`` imports an uploaded transcript.
+"""Celery tasks: each only calls a service. ``import_run`` imports an uploaded transcript;
+``sessions_expire`` enforces the projects' retention, on Celery beat's schedule
+(``CELERY_BEAT_SCHEDULE``) or, in the embedded shape, on :func:`start_in_process_scheduler`'s.
 
 ``operation_run`` is acked late and rejected when its worker is lost, so a run killed with its
 worker is delivered again (the service retries it or gives up, saying why). Its soft time limit
@@ -8,11 +10,20 @@ the operation once its heartbeat is stale.
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import connection
 
-from ctxweb.contexts.services import imports, operations
+from ctxweb.contexts.services import deletion, imports, operations
+
+logger = logging.getLogger(__name__)
+
+#: The retention task's name (Celery beat's schedule names it).
+RETENTION_TASK = "ctxweb.tasks.sessions_expire"
 
 
 @shared_task(
@@ -45,3 +56,41 @@ def import_run(job_id: int) -> str | None:
     """Run import job ``job_id``; returns its final status (a redelivered job resumes)."""
     job = imports.import_job_run(job_id=job_id)
     return job.status if job is not None else None
+
+
+@shared_task(name=RETENTION_TASK)
+def sessions_expire() -> dict[str, int]:
+    """Delete the sessions past their project's retention; how many per project."""
+    return deletion.sessions_expire()
+
+
+_SCHEDULER: threading.Thread | None = None
+_SCHEDULER_LOCK = threading.Lock()
+
+
+def start_in_process_scheduler(every: float | None = None) -> threading.Thread | None:
+    """Run the periodic tasks in a daemon thread of this process (the embedded shape has no
+    Celery beat): retention every ``every`` seconds (``CTXWEB_RETENTION_SECONDS``), the first
+    run at once. Started once per process; returns the thread (None if already started)."""
+    global _SCHEDULER
+    interval = every if every is not None else settings.CTXWEB_RETENTION_SECONDS
+    stop = threading.Event()
+
+    def loop() -> None:
+        while True:
+            try:
+                deletion.sessions_expire()
+                operations.operation_reap_stale()
+            except Exception:
+                logger.exception("the in-process scheduler's run failed")
+            finally:
+                connection.close()
+            if stop.wait(interval):
+                return
+
+    with _SCHEDULER_LOCK:
+        if _SCHEDULER is not None and _SCHEDULER.is_alive():
+            return None
+        _SCHEDULER = threading.Thread(target=loop, name="ctxweb-scheduler", daemon=True)
+        _SCHEDULER.start()
+    return _SCHEDULER

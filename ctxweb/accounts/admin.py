@@ -1,6 +1,11 @@
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from ctxweb.accounts.models import ApiKey, Membership, Project
+from ctxweb.contexts.services import deletion
 
 
 class MembershipInline(admin.TabularInline[Membership, Project]):
@@ -11,9 +16,27 @@ class MembershipInline(admin.TabularInline[Membership, Project]):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin[Project]):
-    list_display = ["name", "created_at"]
+    list_display = ["name", "mask_secrets", "retention_days", "created_at"]
     search_fields = ["name"]
     inlines = [MembershipInline]
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """What goes, counted (Django's cascade would load every row to list it, and reads the
+        RESTRICT links from turns to messages as protecting them)."""
+        projects = list(objs)
+        summary = [
+            f"{p}: {p.sessions.count()} sessions, their turns, operations and artifacts,"
+            f" {p.messages.count()} messages, {p.api_keys.count()} API keys"
+            for p in projects
+        ]
+        return summary, {"projects": len(projects)}, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Project) -> None:
+        deletion.project_delete(project=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
+        for project in queryset:
+            deletion.project_delete(project=project)
 
 
 @admin.register(ApiKey)

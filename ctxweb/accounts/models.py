@@ -16,6 +16,15 @@ class Role(models.TextChoices):
 
 class Project(models.Model):
     name = models.CharField(max_length=100, unique=True)
+    mask_secrets = models.BooleanField(
+        default=False,
+        help_text="Replace secrets found in new messages by [SECRET:<kind>] before storing them.",
+    )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Delete sessions idle for longer than this many days (empty: keep them).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"

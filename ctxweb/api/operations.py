@@ -20,7 +20,7 @@ from ctxweb.api.schema import example
 from ctxweb.api.sessions import SessionDetailApi, session_data
 from ctxweb.api.strategies import StrategyField
 from ctxweb.contexts import selectors
-from ctxweb.contexts.services import operations, policy
+from ctxweb.contexts.services import deletion, operations, policy
 from ctxweb.shapes import OperationOutput
 
 if TYPE_CHECKING:
@@ -177,3 +177,13 @@ class SessionApi(SessionDetailApi):
         data.is_valid(raise_exception=True)
         session = policy.session_policy_set(session=session, policy=data.validated_data["policy"])
         return Response({**session_data(session), "policy": session.policy})
+
+    @extend_schema(responses={204: None}, operation_id="v1_sessions_destroy")
+    def delete(self, request: Request, external_id: str) -> Response:
+        """Delete the session, its turns, operations, managed contexts and artifacts, and every
+        message no other session of the project shares (operators and operator keys)."""
+        access = require_access(request)
+        session = require_session(access, external_id)
+        require_operator(access)
+        deletion.session_delete(session=session, actor=actor_of(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)

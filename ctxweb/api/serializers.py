@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from ctxweb.contexts.services import FORMATS
-from ctxweb.shapes import SessionOutput
+from ctxweb.shapes import AuditEventOutput, SessionOutput
 
 # JSON bodies are typed: a number is not text, text is not a number, 1 is not true. DRF's fields
 # convert between them; these refuse what the schema says is the wrong type.
@@ -76,3 +76,12 @@ class SessionPageOutput(serializers.Serializer):  # type: ignore[type-arg]
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = SessionOutput(many=True)
+
+
+class AuditPageOutput(serializers.Serializer):  # type: ignore[type-arg]
+    count = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = AuditEventOutput(many=True)

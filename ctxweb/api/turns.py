@@ -19,7 +19,7 @@ from ctxweb.api.serializers import (
     TurnIngestOutput,
 )
 from ctxweb.contexts import selectors, services
-from ctxweb.shapes import TurnOutput
+from ctxweb.shapes import TurnOutput, shape_secrets
 
 if TYPE_CHECKING:
     from compaction.messages import Context
@@ -103,6 +103,7 @@ class TurnIngestApi(APIView):
                 "usage_ratio": turn.total_tokens / turn.context_window,
                 "reported_input_tokens": turn.reported_input_tokens,
                 "events": turn.events,
+                "secrets": shape_secrets(turn.secrets),
             },
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
@@ -148,7 +149,9 @@ class TurnDetailApi(APIView):
         turn = selectors.turn_get(session=session, index=index)
         if turn is None:
             raise not_found(f"Turn {index}")
-        return Response(selectors.turn_detail(turn=turn))
+        detail = selectors.turn_detail(turn=turn)
+        detail["secrets"] = shape_secrets(detail["secrets"])
+        return Response(detail)
 
 
 class TurnsApi(TurnIngestApi, TurnListApi):

@@ -6,7 +6,16 @@ converter and the bare session route comes after every longer one.
 
 from django.urls import path
 
-from ctxweb.api import artifacts, health, imports, operations, sessions, strategies, turns
+from ctxweb.api import (
+    artifacts,
+    audit,
+    health,
+    imports,
+    operations,
+    sessions,
+    strategies,
+    turns,
+)
 
 urlpatterns = [
     path(
@@ -35,6 +44,7 @@ urlpatterns = [
         name="api-operation-undo",
     ),
     path("health", health.HealthApi.as_view(), name="api-health"),
+    path("audit", audit.AuditListApi.as_view(), name="api-audit"),
     path("import", imports.ImportApi.as_view(), name="api-import"),
     path("imports", imports.ImportListApi.as_view(), name="api-imports"),
     path("imports/<str:job_id>", imports.ImportDetailApi.as_view(), name="api-import-detail"),

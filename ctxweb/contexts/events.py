@@ -82,27 +82,47 @@ def session_group(session_id: int) -> str:
     return f"session-{session_id}"
 
 
+def user_group(user_id: int) -> str:
+    """The channel-layer group of a user's open sockets (told when their access changes)."""
+    return f"user-{user_id}"
+
+
 def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
     """Send ``message`` (with its ``type``) to the session's watchers; True when sent (or, with
     the in-memory layer, when nobody watches the session).
 
     Never raises: failures are logged.
     """
-    global _paused_until
     session_id = session if isinstance(session, int) else session.pk
+    return _publish(session_group(session_id), message, "session.event")
+
+
+def access_changed(user_id: int) -> bool:
+    """Tell the user's open sockets to check again that they may still watch their session (a
+    membership removed, the user deactivated)."""
+    return _publish(user_group(user_id), {"type": "access.changed"}, "access.changed")
+
+
+def session_deleted(session_id: int) -> bool:
+    """Tell a deleted session's watchers (their sockets close)."""
+    return publish(session_id, {"type": "session.deleted"})
+
+
+def _publish(group: str, message: Mapping[str, Any], kind: str) -> bool:
+    """Send ``message`` to ``group`` as a channel message of type ``kind``."""
+    global _paused_until
     if time.monotonic() < _paused_until:
         logger.warning(
-            "dropped %s to session %s: the channel layer timed out moments ago",
+            "dropped %s to %s: the channel layer timed out moments ago",
             message.get("type"),
-            session_id,
+            group,
         )
         return False
     try:
         layer = get_channel_layer()
         if layer is None:
             return False
-        group = session_group(session_id)
-        payload = {"type": "session.event", "event": dict(message)}
+        payload = {"type": kind, "event": dict(message)}
         if isinstance(layer, InMemoryChannelLayer):
             if not getattr(layer, "groups", {}).get(group):
                 return True  # nobody in this process watches the session: nothing to send
@@ -123,7 +143,7 @@ def publish(session: Session | int, message: Mapping[str, Any]) -> bool:
                 _paused_until = time.monotonic() + PAUSE_SECONDS
                 raise
     except Exception:
-        logger.exception("could not publish %s to session %s", message.get("type"), session_id)
+        logger.exception("could not publish %s to %s", message.get("type"), group)
         return False
     return True
 

@@ -1,5 +1,9 @@
 """Sessions, turns, messages, artifacts and operations.
 
+Links from turns and managed contexts to their messages and tool sets are ``RESTRICT``: a
+message in use cannot be deleted alone, but it goes with its project (a cascade from the same
+deletion).
+
 Storage grows with distinct content: a :class:`Message` (and a :class:`ToolSet`) is stored once per
 project by content hash, with its token counts per encoding; a :class:`Turn` refers to its messages
 by id, as a delta on the previous turn (the ids it shares with it are not repeated) with a full
@@ -36,6 +40,9 @@ class Session(models.Model):
     last_total_tokens = models.PositiveIntegerField(default=0)
     last_fill = models.FloatField(default=0.0, db_index=True)
     compaction_count = models.PositiveIntegerField(default=0)
+    secret_count = models.PositiveIntegerField(
+        default=0, help_text="secrets found in the messages its turns brought"
+    )
 
     class Meta:
         constraints = [
@@ -62,6 +69,11 @@ class Message(models.Model):
     data = models.JSONField()
     size = models.PositiveIntegerField(help_text="bytes of canonical JSON")
     counts = models.JSONField(default=dict)
+    secrets = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="secrets found when first stored: kind, message, field, start, end (in data)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -105,10 +117,10 @@ class Turn(models.Model):
     keyframe = models.BooleanField(default=True)
     message_count = models.PositiveIntegerField(default=0)
     system = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Message, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
     toolset = models.ForeignKey(
-        ToolSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        ToolSet, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
     unknown = models.JSONField(
         default=list, blank=True, help_text="'system', 'tools' if unrecorded"
@@ -123,6 +135,12 @@ class Turn(models.Model):
     usage = models.JSONField(null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
     events = models.JSONField(default=list, blank=True)
+    secrets = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="secrets in the messages this turn brought: kind, message, position, field, "
+        "start, end",
+    )
     operation = models.ForeignKey(
         "Operation",
         null=True,
@@ -252,10 +270,10 @@ class ManagedContext(models.Model):
     turn_index = models.PositiveIntegerField(help_text="the session's latest turn when made")
     message_ids = models.JSONField(default=list)
     system = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Message, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
     toolset = models.ForeignKey(
-        ToolSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        ToolSet, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
     request_extra = models.JSONField(default=dict, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -319,3 +337,38 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} of {self.name} ({self.status})"
+
+
+class AuditEvent(models.Model):
+    """Who applied, undid or deleted what, and when. Kept after its session is deleted (the
+    session is named, not linked); deleted with its project."""
+
+    class Action(models.TextChoices):
+        OPERATION_APPLY = "operation.apply"
+        OPERATION_UNDO = "operation.undo"
+        SESSION_DELETE = "session.delete"
+        SESSION_EXPIRE = "session.expire"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="audit_events")
+    action = models.CharField(max_length=32, choices=Action.choices)
+    session_external_id = models.CharField(max_length=200, blank=True)
+    operation_id = models.PositiveBigIntegerField(null=True, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_name = models.CharField(
+        max_length=200, help_text="the username, the key's prefix, or 'retention'"
+    )
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["project", "-created_at"], name="audit_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} {self.session_external_id}"

@@ -12,11 +12,16 @@ from django.urls import reverse
 SOCKET_PATH = "/ws/sessions/{}/"
 
 
-def live_urls(*, external_id: str, operation_id: int | None = None) -> dict[str, Any]:
+def live_urls(
+    *, external_id: str, project_id: int, operation_id: int | None = None
+) -> dict[str, Any]:
     """``socket`` (a path; the script adds ``ws(s)://`` and the host), ``turns`` (the API's turn
-    list) and ``operation`` (the followed operation's API URL, or "")."""
+    list) and ``operation`` (the followed operation's API URL, or ""). The socket and the turns
+    name the page's project, so a user in several projects with a session of the same id hears
+    and catches up on this one, whatever project they last switched to."""
+    scope = f"?project={project_id}"
     return {
-        "socket": SOCKET_PATH.format(quote(external_id, safe="/")),
-        "turns": reverse("api-turns", args=[external_id]),
+        "socket": SOCKET_PATH.format(quote(external_id, safe="/")) + scope,
+        "turns": reverse("api-turns", args=[external_id]) + scope,
         "operation": reverse("api-operation", args=[operation_id]) if operation_id else "",
     }

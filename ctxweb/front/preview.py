@@ -169,7 +169,9 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
         "can_operate": access.can_operate,
         "operation": operation,
         "live": live_urls(
-            external_id=session.external_id, operation_id=operation.pk if operation else None
+            external_id=session.external_id,
+            project_id=session.project_id,
+            operation_id=operation.pk if operation else None,
         ),
     }
     if plan is not None and context is not None:

@@ -188,7 +188,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "latest_fill": (latest.total_tokens / b.usable) if latest and b.usable else 0.0,
             "breakdown": rows,
             "chart": chart,
-            "live": live_urls(external_id=session.external_id),
+            "live": live_urls(external_id=session.external_id, project_id=session.project_id),
             "events": charts.turn_events(turns),
             "present": {name for t in turns for name, n in t.regions.items() if n},
             # The recording proxy sends this session's calls compacted (managed mode).

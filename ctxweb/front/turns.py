@@ -182,6 +182,10 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
             "session": session,
             "turn": turn,
             "detail": detail,
+            "secrets": [
+                *(s for s in detail["secrets"] if s["position"] is None),
+                *inspector["secrets"],
+            ],
             "items": messages,  # not "messages": that name is the flash messages' in base.html
             "page": inspector["page"],
             "message_count": inspector["count"],

@@ -9,6 +9,7 @@ from django.urls import path
 
 from ctxweb.front import (
     artifacts,
+    deletion,
     imports,
     operations,
     preview,
@@ -28,6 +29,11 @@ urlpatterns = [
         "sessions/<path:external_id>/operations/",
         operations.operation_apply,
         name="session-operation-apply",
+    ),
+    path(
+        "sessions/<path:external_id>/delete/",
+        deletion.session_delete,
+        name="session-delete",
     ),
     path("artifacts/<str:artifact_id>/", artifacts.artifact_detail, name="artifact-detail"),
     path(

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
     "ctxweb.accounts",
     "ctxweb.contexts",
     "ctxweb.front",
@@ -82,6 +83,8 @@ MIDDLEWARE = [
     "ctxweb.middleware.PageRateLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: answers a locked-out login with its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "ctxweb.urls"
@@ -124,6 +127,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Password guessing (django-axes): after CTXWEB_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username, or from one client address, further attempts are refused for
+# CTXWEB_LOGIN_LOCKOUT_MINUTES without checking the password (429 and a page saying so). An admin
+# lifts a lockout by deleting its "access attempt" in the admin, or with `manage.py axes_reset`.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("CTXWEB_LOGIN_FAILURE_LIMIT", 10)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = envfloat("CTXWEB_LOGIN_LOCKOUT_MINUTES", 15.0) / 60
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+# The client address is the connection's (REMOTE_ADDR): behind a reverse proxy, run daphne with
+# --proxy-headers so that it is the client's (X-Forwarded-For), not the proxy's.
+AXES_CLIENT_IP_CALLABLE = "ctxweb.middleware.client_address"
+# Failed attempts are kept (lockouts); successful logins are not logged.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -186,6 +209,19 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = envint("CTXWEB_OPERATION_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
+
+# Retention (each project's retention_days) is enforced this often: by Celery beat in production
+# (`make beat`), by a thread of the web process in the embedded shape (CTXWEB_SCHEDULER=1, which
+# `make run` sets).
+CTXWEB_RETENTION_SECONDS = envint("CTXWEB_RETENTION_SECONDS", 3600)
+CTXWEB_SCHEDULER = envbool("CTXWEB_SCHEDULER", False)
+CELERY_BEAT_SCHEDULE = {
+    "retention": {"task": "ctxweb.tasks.sessions_expire", "schedule": CTXWEB_RETENTION_SECONDS},
+    "reap-operations": {
+        "task": "ctxweb.contexts.tasks.operation_reap_stale",
+        "schedule": max(60, CTXWEB_RETENTION_SECONDS // 12),
+    },
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -71,6 +71,8 @@ API: dict[str, list[Call]] = {
             operator=True,
             data={"policy": {"auto": {"strategy": "baseagent-prune", "enabled": False}}},
         ),
+        # The owner deletes it; the operator key after them finds it gone.
+        Call("DELETE", "/api/v1/sessions/{sid}", operator=True, ok=(204, 404)),
     ],
     "api-turns": [
         Call("GET", "/api/v1/sessions/{sid}/turns"),
@@ -128,6 +130,7 @@ API: dict[str, list[Call]] = {
         )
     ],
     "api-imports": [Call("GET", "/api/v1/imports", scope="list")],
+    "api-audit": [Call("GET", "/api/v1/audit", scope="list", operator=True)],
     "api-import-detail": [Call("GET", "/api/v1/imports/{imp}")],
 }
 PAGES: dict[str, list[Call]] = {
@@ -148,6 +151,8 @@ PAGES: dict[str, list[Call]] = {
             ok=(302,),
         )
     ],
+    # The confirmation only: deleting is tested in tests/ctxweb/contexts/test_deletion.py.
+    "session-delete": [Call("GET", "/sessions/{sid}/delete/", operator=True)],
     "artifact-detail": [Call("GET", "/artifacts/{art}/")],
     "setup": [Call("GET", "/setup/", scope="list")],
     "imports": [

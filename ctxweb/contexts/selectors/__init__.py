@@ -8,6 +8,7 @@ from ctxweb.contexts.selectors.artifacts import (
     artifact_get,
     artifact_keys_stored,
 )
+from ctxweb.contexts.selectors.audit import audit_list
 from ctxweb.contexts.selectors.exports import (
     EXPORT_FORMATS,
     session_export_jsonl,
@@ -48,10 +49,12 @@ from ctxweb.contexts.selectors.sessions import (
     session_list,
     session_models,
     session_totals,
+    session_watchable,
 )
 from ctxweb.contexts.selectors.turns import (
     find_artifact_pointers,
     message_detail,
+    message_secrets,
     message_tokens,
     messages_by_id,
     turn_context,
@@ -79,6 +82,7 @@ __all__ = [
     "artifact_keys_stored",
     "artifact_pointers",
     "artifacts_by_id",
+    "audit_list",
     "find_artifact_pointers",
     "import_job_get",
     "import_job_list",
@@ -88,6 +92,7 @@ __all__ = [
     "managed_context_latest",
     "managed_context_request",
     "message_detail",
+    "message_secrets",
     "message_tokens",
     "messages_by_id",
     "operation_active",
@@ -102,6 +107,7 @@ __all__ = [
     "session_list",
     "session_models",
     "session_totals",
+    "session_watchable",
     "turn_context",
     "turn_detail",
     "turn_diff",

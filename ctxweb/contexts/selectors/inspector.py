@@ -18,7 +18,12 @@ from ctxweb.contexts.models import (
 )
 from ctxweb.contexts.models import Artifact as ArtifactRow
 from ctxweb.contexts.models import Message as MessageRow
-from ctxweb.contexts.selectors.turns import message_detail, message_tokens, messages_by_id
+from ctxweb.contexts.selectors.turns import (
+    message_detail,
+    message_secrets,
+    message_tokens,
+    messages_by_id,
+)
 from ctxweb.numbers import parse_whole
 
 
@@ -116,8 +121,9 @@ def turn_inspector(
 
     Returns ``page`` (a :class:`~django.core.paginator.Page` of positions), ``messages``
     (:func:`~ctxweb.contexts.message_detail` of the page's, in page order),
-    ``count`` (messages in the turn), ``largest`` (the most tokens of one) and ``diff``
-    (as :func:`turn_diff`).
+    ``count`` (messages in the turn), ``largest`` (the most tokens of one), ``diff``
+    (as :func:`turn_diff`) and ``secrets`` (those found in any of its messages, with their
+    positions; one more query).
     """
     session = turn.session
     encoding = session.encoding
@@ -138,6 +144,7 @@ def turn_inspector(
         "count": len(ids),
         "largest": max(tokens.values(), default=0),
         "diff": _diff(before=before, ids=ids, index=turn.index, rows=rows, encoding=encoding),
+        "secrets": message_secrets(ids=ids),
     }
 
 

@@ -75,6 +75,16 @@ def session_for_user(*, user: Any, external_id: str, project_id: int | None) -> 
     return sessions.first()
 
 
+def session_watchable(*, user_id: int, session_id: int) -> bool:
+    """Whether the user is still active and a member of the session's project (an open socket
+    asks, to close when the answer turns no)."""
+    return Session.objects.filter(
+        pk=session_id,
+        project__memberships__user_id=user_id,
+        project__memberships__user__is_active=True,
+    ).exists()
+
+
 #: ctxweb's default policy: the trigger drawn on the chart and used to colour fill levels.
 POLICY = Policy.ctxweb()
 

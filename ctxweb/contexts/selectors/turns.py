@@ -4,7 +4,7 @@ inspector's detail, the chart's list."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connections
@@ -142,6 +142,26 @@ def message_tokens(*, ids: Iterable[int], encoding: str) -> dict[int, int]:
     return {pk: tokens if isinstance(tokens, int) else 0 for pk, tokens in rows}
 
 
+def message_secrets(*, ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The secrets found in the messages ``ids`` (a turn's, in order), each with its
+    ``position``: one query, reading only the rows that hold some."""
+    wanted = set(ids)
+    if not wanted:
+        return []
+    flagged = dict(
+        MessageRow.objects.filter(pk__in=_one_of(wanted))
+        .exclude(secrets=[])
+        .values_list("pk", "secrets")
+    )
+    if not flagged:
+        return []
+    return [
+        {**finding, "position": position}
+        for position, message_id in enumerate(ids)
+        for finding in flagged.get(message_id, ())
+    ]
+
+
 def turn_messages(*, turn: Turn) -> list[MessageRow]:
     """The turn's message rows in order (repeated messages repeated), in two queries."""
     ids = turn_message_ids(session=turn.session, index=turn.index)
@@ -220,6 +240,7 @@ def message_detail(*, position: int, row: MessageRow, encoding: str) -> dict[str
         "placeholders": placeholders,
         "artifact_ids": [p["artifact_id"] for p in placeholders if p["artifact_id"]],
         "message": row.data,
+        "secrets": row.secrets,
     }
 
 
@@ -234,9 +255,13 @@ def turn_detail(*, turn: Turn, messages: list[dict[str, Any]] | None = None) -> 
             for position, row in enumerate(turn_messages(turn=turn))
         ]
     system = None
+    secrets: list[dict[str, Any]] = []
     if turn.system is not None:
         counts = turn.system.counts.get(encoding, {})
         system = {"tokens": counts.get("total", 0), "message": turn.system.data}
+        secrets += [{**s, "position": None} for s in turn.system.secrets]
+    for message in messages:
+        secrets += [{**s, "position": message["position"]} for s in message.get("secrets", ())]
     tools = None
     if turn.toolset is not None:
         tools = {"tokens": turn.toolset.counts.get(encoding, 0), "tools": turn.toolset.data}
@@ -255,6 +280,7 @@ def turn_detail(*, turn: Turn, messages: list[dict[str, Any]] | None = None) -> 
         "system": system,
         "tools": tools,
         "messages": messages,
+        "secrets": secrets,
         "response": turn.response,
     }
 

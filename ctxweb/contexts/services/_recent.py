@@ -102,3 +102,9 @@ def as_another_process() -> Iterator[None]:
     finally:
         with _RECENT_LOCK:
             _RECENT = mine
+
+
+def _recent_forget(key: tuple[int, str]) -> None:
+    """Forget what this process remembers of a session (it was deleted)."""
+    with _RECENT_LOCK:
+        _RECENT.pop(key, None)

@@ -120,6 +120,7 @@ _SESSION_UPDATED = (
     "last_fill",
     "last_activity_at",
     "compaction_count",
+    "secret_count",
     "output_reserve",
 )
 #: Rows a statement inserts at most (PostgreSQL takes at most 65,535 parameters).

@@ -21,6 +21,7 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import KEYFRAME_EVERY, Turn
+from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.services._canonical import _body_digest, _check_text, _same_body, _typed_equal
 from ctxweb.contexts.services._recent import (
     _Recent,
@@ -54,7 +55,7 @@ turn_stored = Signal()
 
 
 #: The words that follow a session id in a route: an id ending with one would be unreachable.
-ROUTE_WORDS = frozenset({"turns", "preview", "operations", "context", "export"})
+ROUTE_WORDS = frozenset({"turns", "preview", "operations", "context", "export", "delete"})
 #: The longest session id and model name: their columns' lengths.
 EXTERNAL_ID_MAX = 200
 MODEL_MAX = 200
@@ -155,6 +156,29 @@ def _delta(previous: list[int], ids: list[int], index: int) -> tuple[int, list[i
     if shared == 0:
         return 0, ids, True
     return shared, ids[shared:], False
+
+
+def _new_secrets(
+    flagged: Mapping[int, list[dict[str, Any]]],
+    ids: list[int],
+    previous_ids: list[int],
+    system: MessageRow | None,
+) -> list[dict[str, Any]]:
+    """The secrets of the messages this turn brings (not in the previous turn), each with its
+    ``position`` in the turn (``None`` for the top-level system prompt). Costs nothing unless a
+    message looked up or stored for this turn holds some."""
+    found: list[dict[str, Any]] = []
+    if system is not None and system.secrets:
+        found += [{**s, "position": None} for s in system.secrets]
+    if not flagged:
+        return found
+    before = set(previous_ids)
+    seen: set[int] = set()
+    for position, message_id in enumerate(ids):
+        if message_id in flagged and message_id not in before and message_id not in seen:
+            seen.add(message_id)
+            found += [{**s, "position": position} for s in flagged[message_id]]
+    return found
 
 
 def turn_ingest(
@@ -270,6 +294,13 @@ def turn_ingest(
                 else []
             )
         shared, tail, keyframe = _delta(previous_ids, ids, index)
+        system_pk = system.pk if system is not None else None
+        # A system prompt's secrets count on the first turn, or when it changed (as far as
+        # this process knows the previous turn).
+        system_is_new = previous is None or (
+            recent is not None and (recent.system_row is None or recent.system_row.pk != system_pk)
+        )
+        secrets = _new_secrets(stored.flagged, ids, previous_ids, system if system_is_new else None)
         turn_events = [dict(e) for e in events]
         applied, applied_event = (
             selectors.turn_operation_event(
@@ -324,6 +355,7 @@ def turn_ingest(
             usage=normalized,
             response=response,
             events=turn_events,
+            secrets=secrets,
             operation=applied,
         )
         reserve = context.max_output_tokens or session.output_reserve
@@ -333,6 +365,7 @@ def turn_ingest(
         session.last_fill = total / usable
         session.last_activity_at = timezone.now()
         session.compaction_count += sum(1 for e in turn_events if e.get("type") == "compaction")
+        session.secret_count += len(secrets)
         if context.max_output_tokens:
             session.output_reserve = context.max_output_tokens
         _turn_insert(turn, session)

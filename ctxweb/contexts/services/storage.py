@@ -23,6 +23,7 @@ from ctxweb.contexts.services._canonical import (
     _same_message,
 )
 from ctxweb.contexts.services._recent import _Recent
+from ctxweb.contexts.services._secrets import message_scanned
 from ctxweb.contexts.services._sql import _insert_rows, _saved
 from ctxweb.contexts.services.counting import counter_for
 
@@ -36,6 +37,9 @@ class _Messages:
     ids: list[int]
     regions: list[Mapping[str, int]]
     cumulative: list[dict[str, int]]
+    #: The secrets of the rows among these that were looked up or inserted (not those taken
+    #: from the previous turn), by row id: only rows that hold some.
+    flagged: dict[int, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +79,13 @@ class _MessagePlan:
             row = known.get(digest) or self.new.get(digest)
             if row is not None and self.encoding in row.counts:
                 continue
+            secrets: list[dict[str, Any]] = []
+            if row is None or (row.secrets and self.project.mask_secrets):
+                # New content is scanned once, here; a stored masked row is counted masked.
+                message, secrets = message_scanned(message, mask=self.project.mask_secrets)
+                if secrets and self.project.mask_secrets:
+                    data = message_to_dict(message)
+                    text = _canonical_json(data)
             counted = message_regions(message, counter)
             counts = {"total": sum(counted.values()), "regions": counted}
             if row is None:
@@ -86,6 +97,7 @@ class _MessagePlan:
                     data=data,
                     size=len(text.encode("utf-8")),
                     counts={self.encoding: counts},
+                    secrets=secrets,
                 )
             else:
                 row.counts = {**row.counts, self.encoding: counts}
@@ -197,12 +209,15 @@ def _messages_store(plan: _MessagePlan, inserted: list[tuple[int, str]] | None =
         MessageRow.objects.bulk_update(sorted(plan.stale, key=lambda row: row.pk), ["counts"])
     hashes, ids = plan.prefix.hashes, plan.prefix.ids
     regions, cumulative = plan.prefix.regions, plan.prefix.cumulative
+    flagged: dict[int, list[dict[str, Any]]] = {}
     for digest in plan.digests:
         if digest in plan.cached:
             row_id, row_regions = plan.cached[digest]
         else:
             row = known[digest]
             row_id, row_regions = row.id, row.counts[encoding]["regions"]
+            if row.secrets:
+                flagged[row_id] = row.secrets
         hashes.append(digest)
         ids.append(row_id)
         regions.append(row_regions)
@@ -210,7 +225,7 @@ def _messages_store(plan: _MessagePlan, inserted: list[tuple[int, str]] | None =
         for name, tokens in row_regions.items():
             total[name] = total.get(name, 0) + tokens
         cumulative.append(total)
-    return _Messages(hashes, ids, regions, cumulative)
+    return _Messages(hashes, ids, regions, cumulative, flagged)
 
 
 def _recent_rows(recent: _Recent, digests: list[str]) -> dict[str, tuple[int, Mapping[str, int]]]:
@@ -233,7 +248,9 @@ def _rows_by_hash(project: Project, hashes: set[str]) -> dict[str, MessageRow]:
     """The project's rows of ``hashes``, without their content."""
     if not hashes:
         return {}
-    rows = MessageRow.objects.filter(project=project, hash__in=hashes).only("id", "hash", "counts")
+    rows = MessageRow.objects.filter(project=project, hash__in=hashes).only(
+        "id", "hash", "counts", "secrets"
+    )
     return {row.hash: row for row in rows}
 
 
@@ -246,12 +263,20 @@ def system_row(*, project: Project, context: Context, encoding: str) -> MessageR
         return None
     parts = tuple(context.system)
     # A top-level system prompt is stored like a message, marked so it is never taken for one.
-    data = message_to_dict(LibMessage("system", parts, extra={"ctxweb_top_level_system": True}))
+    message = LibMessage("system", parts, extra={"ctxweb_top_level_system": True})
+    data = message_to_dict(message)
     text = _canonical_json(data)
     digest = _digest(text)
     row = MessageRow.objects.filter(project=project, hash=digest).first()
     if row is not None and encoding in row.counts:
         return row
+    secrets: list[dict[str, Any]] = []
+    if row is None or (row.secrets and project.mask_secrets):
+        message, secrets = message_scanned(message, mask=project.mask_secrets)
+        if secrets and project.mask_secrets:
+            parts = message.parts
+            data = message_to_dict(message)
+            text = _canonical_json(data)
     regions = system_regions(parts, counter_for(encoding))
     counts = {"total": sum(regions.values()), "regions": regions}
     if row is None:
@@ -264,6 +289,7 @@ def system_row(*, project: Project, context: Context, encoding: str) -> MessageR
                 "data": data,
                 "size": len(text.encode()),
                 "counts": {encoding: counts},
+                "secrets": secrets,
             },
         )
     if encoding not in row.counts:

@@ -13,9 +13,10 @@ from django.db import IntegrityError, transaction
 from compaction.errors import StrategyError
 from compaction.strategies import get_strategy
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Operation, Session
+from ctxweb.contexts.models import AuditEvent, Operation, Session
 from ctxweb.contexts.services import planning
 from ctxweb.contexts.services._background import schedule_after_commit
+from ctxweb.contexts.services.audit import audit_record
 from ctxweb.contexts.services.operations._reaping import operation_reap_stale
 from ctxweb.contexts.services.operations._running import STAGES, operation_fail, operation_run
 
@@ -93,6 +94,14 @@ def operation_create(
                 created_by=user,
                 key_prefix=key_prefix or "",
                 progress={"stage": "queued", "done": 0, "total": STAGES},
+            )
+            audit_record(
+                project_id=locked.project_id,
+                action=AuditEvent.Action.OPERATION_APPLY,
+                actor=actor if actor is not None else ("policy" if automatic else None),
+                session_external_id=locked.external_id,
+                operation_id=operation.pk,
+                detail={"strategy": strategy, "automatic": automatic},
             )
             operation_schedule(operation.pk)
     except IntegrityError:  # the partial unique constraint: a concurrent create won

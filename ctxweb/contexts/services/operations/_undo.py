@@ -8,7 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from ctxweb.contexts import events, selectors
-from ctxweb.contexts.models import ManagedContext, Operation, Session, Turn
+from ctxweb.contexts.models import AuditEvent, ManagedContext, Operation, Session, Turn
+from ctxweb.contexts.services.audit import audit_record
 
 
 class UndoRefused(Exception):
@@ -61,6 +62,14 @@ def operation_undo(*, operation: Operation, actor: Any = None) -> ManagedContext
         operation.undone_at = timezone.now()
         operation.result = {**(operation.result or {}), "undone_by_version": restored.version}
         operation.save(update_fields=["undone_at", "result"])
+        audit_record(
+            project_id=session.project_id,
+            action=AuditEvent.Action.OPERATION_UNDO,
+            actor=actor,
+            session_external_id=session.external_id,
+            operation_id=operation.pk,
+            detail={"strategy": operation.strategy, "version": restored.version},
+        )
         payload = {
             "type": "operation.undone",
             "operation": events.operation_row(operation),

@@ -1,0 +1,183 @@
+"""Deleting what ctxweb stores: a session (:func:`session_delete`) with everything only it holds,
+and the sessions a project's retention has expired (:func:`sessions_expire`).
+
+A session's turns, operations and managed contexts go with it (cascades); its artifacts, and the
+messages and tool sets that no other session of the project refers to, are deleted with it, in
+the same transaction. A project's deletion deletes everything in it (its cascades; the links from
+turns and managed contexts to messages are ``RESTRICT``, which a cascade from the same deletion
+passes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ctxweb.accounts.models import Project
+from ctxweb.contexts import events
+from ctxweb.contexts.models import (
+    Artifact,
+    AuditEvent,
+    ImportJob,
+    ManagedContext,
+    Message,
+    Operation,
+    Session,
+    ToolSet,
+    Turn,
+)
+from ctxweb.contexts.services._recent import _recent_forget
+from ctxweb.contexts.services.audit import RETENTION, audit_record
+
+logger = logging.getLogger(__name__)
+
+#: Rows deleted per statement (SQLite takes at most 32,766 parameters).
+_BATCH = 1_000
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What one deletion removed, by kind of row."""
+
+    turns: int
+    operations: int
+    managed_contexts: int
+    artifacts: int
+    messages: int
+    toolsets: int
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def _referenced(turns: Any, managed: Any) -> tuple[set[int], set[int]]:
+    """The message ids and tool set ids that ``turns`` and ``managed`` (querysets) refer to."""
+    messages: set[int] = set()
+    toolsets: set[int] = set()
+    for tail, system_id, toolset_id in turns.values_list(
+        "tail", "system_id", "toolset_id"
+    ).iterator(chunk_size=2_000):
+        messages.update(tail)
+        if system_id is not None:
+            messages.add(system_id)
+        if toolset_id is not None:
+            toolsets.add(toolset_id)
+    for ids, system_id, toolset_id in managed.values_list(
+        "message_ids", "system_id", "toolset_id"
+    ).iterator(chunk_size=2_000):
+        messages.update(ids)
+        if system_id is not None:
+            messages.add(system_id)
+        if toolset_id is not None:
+            toolsets.add(toolset_id)
+    return messages, toolsets
+
+
+def _delete_ids(model: Any, ids: Iterable[int]) -> int:
+    wanted = sorted(ids)
+    deleted = 0
+    for start in range(0, len(wanted), _BATCH):
+        batch = model.objects.filter(pk__in=wanted[start : start + _BATCH]).only("id")
+        count, _ = batch.delete()
+        deleted += count
+    return deleted
+
+
+def _session_delete(session: Session) -> Deleted:
+    """Delete ``session`` and what only it holds (inside the caller's transaction)."""
+    turns = Turn.objects.filter(session=session)
+    managed = ManagedContext.objects.filter(session=session)
+    mine, my_toolsets = _referenced(turns, managed)
+    # Turns store their message ids as deltas: a keyframe's tail is its whole list, a later
+    # turn's tail what it adds, so the union of tails is every id the session refers to.
+    others = Turn.objects.filter(session__project_id=session.project_id).exclude(session=session)
+    other_managed = ManagedContext.objects.filter(session__project_id=session.project_id).exclude(
+        session=session
+    )
+    shared, shared_toolsets = _referenced(others, other_managed)
+    counts = {
+        "turns": turns.count(),
+        "operations": session.operations.count(),
+        "managed_contexts": managed.count(),
+    }
+    artifacts, _ = Artifact.objects.filter(session=session).delete()
+    session.delete()  # turns, operations and managed contexts: cascades
+    messages = _delete_ids(Message, mine - shared)
+    toolsets = _delete_ids(ToolSet, my_toolsets - shared_toolsets)
+    return Deleted(
+        turns=counts["turns"],
+        operations=counts["operations"],
+        managed_contexts=counts["managed_contexts"],
+        artifacts=artifacts,
+        messages=messages,
+        toolsets=toolsets,
+    )
+
+
+def session_delete(*, session: Session, actor: Any = None, action: str = "") -> Deleted:
+    """Delete ``session``, its turns, operations, managed contexts and artifacts, and every
+    message and tool set no other session of its project shares, in one transaction; record
+    it in the audit log (``actor``: the user or API key that asked)."""
+    external_id, project_id = session.external_id, session.project_id
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().filter(pk=session.pk).first()
+        if locked is None:  # deleted meanwhile
+            return Deleted(0, 0, 0, 0, 0, 0)
+        session_pk = locked.pk  # None once deleted
+        deleted = _session_delete(locked)
+        transaction.on_commit(lambda: events.session_deleted(session_pk))
+        audit_record(
+            project_id=project_id,
+            action=action or AuditEvent.Action.SESSION_DELETE,
+            actor=actor,
+            session_external_id=external_id,
+            detail=deleted.as_dict(),
+        )
+    _recent_forget((project_id, external_id))
+    return deleted
+
+
+def project_delete(*, project: Project) -> dict[str, int]:
+    """Delete ``project`` and everything in it, in one transaction: each kind of row in one
+    statement, dependents first, no content loaded (Django's cascade would load every message
+    to check the links to it)."""
+    with transaction.atomic():
+        sessions = Session.objects.filter(project=project)
+        session_pks = list(sessions.values_list("pk", flat=True))
+        transaction.on_commit(lambda: [events.session_deleted(pk) for pk in session_pks])
+        counts = {
+            "turns": Turn.objects.filter(session__in=sessions).delete()[0],
+            "managed_contexts": ManagedContext.objects.filter(session__in=sessions).delete()[0],
+            "artifacts": Artifact.objects.filter(project=project).delete()[0],
+            "operations": Operation.objects.filter(session__in=sessions).only("id").delete()[0],
+        }
+        counts["sessions"] = sessions.only("id").delete()[0]
+        counts["messages"] = Message.objects.filter(project=project).only("id").delete()[0]
+        counts["toolsets"] = ToolSet.objects.filter(project=project).delete()[0]
+        counts["import_jobs"] = ImportJob.objects.filter(project=project).only("id").delete()[0]
+        project.delete()
+    return counts
+
+
+def sessions_expire(*, now: Any = None) -> dict[str, int]:
+    """Delete the sessions idle for longer than their project's ``retention_days``, one
+    transaction each; returns how many per project name."""
+    now = now or timezone.now()
+    expired: dict[str, int] = {}
+    for project in Project.objects.filter(retention_days__isnull=False):
+        cutoff = now - timedelta(days=project.retention_days or 0)
+        stale = Session.objects.filter(project=project, last_activity_at__lt=cutoff)
+        for session in stale.only("id", "external_id", "project_id").iterator():
+            session_delete(
+                session=session, actor=RETENTION, action=AuditEvent.Action.SESSION_EXPIRE
+            )
+            expired[project.name] = expired.get(project.name, 0) + 1
+    if expired:
+        logger.info("retention deleted sessions: %s", expired)
+    return expired

@@ -1,0 +1,109 @@
+"""compaction.secrets: real-shaped fake credentials are found by kind and place, and masked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from compaction.secrets import findings_in, mask_message, mask_text, scan_message
+from tests.support.secrets import (
+    AUTHORIZATION_HEADER,
+    AWS_SECRET_KEY,
+    BEARER_TOKEN,
+    FAKES,
+    JWT,
+    OPENAI_LEGACY_KEY,
+)
+
+
+@pytest.mark.parametrize(("kind", "value"), sorted(FAKES.items()))
+def test_each_fake_key_is_found_with_its_kind_and_exact_offsets(kind: str, value: str) -> None:
+    text = f"env dump:\nSECRET={value}\nDONE=1"
+    [finding] = findings_in(text)
+    assert finding.kind == kind
+    assert text[finding.start : finding.end] == value
+    assert finding.message
+
+
+def test_the_credential_of_an_authorization_header_is_found_not_the_header_name() -> None:
+    text = f'curl -H "{AUTHORIZATION_HEADER}" https://api.example.com'
+    [finding] = findings_in(text)
+    assert finding.kind == "authorization-header"
+    assert text[finding.start : finding.end] == BEARER_TOKEN
+
+
+def test_a_jwt_in_an_authorization_header_is_reported_once_as_a_jwt() -> None:
+    text = f"Authorization: Bearer {JWT}\n"
+    assert [f.kind for f in findings_in(text)] == ["jwt"]
+
+
+def test_an_aws_secret_key_is_found_after_its_name() -> None:
+    text = f"aws_secret_access_key = {AWS_SECRET_KEY}\n"
+    [finding] = findings_in(text)
+    assert (finding.kind, text[finding.start : finding.end]) == (
+        "aws-secret-access-key",
+        AWS_SECRET_KEY,
+    )
+
+
+def test_a_legacy_openai_key_is_found() -> None:
+    assert [f.kind for f in findings_in(f"key: {OPENAI_LEGACY_KEY}\n")] == ["openai-api-key"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "def authorize(user): return user.is_staff",
+        "The AKIA prefix marks AWS keys; sk- marks OpenAI ones; ghp_ GitHub's.",
+        "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n"
+        "-----END PUBLIC KEY-----",
+    ],
+)
+def test_ordinary_text_is_not_flagged(text: str) -> None:
+    assert findings_in(text) == []
+
+
+def test_masking_says_the_kind_and_moves_offsets_onto_the_masks() -> None:
+    text = f"a={FAKES['github-pat']} b={FAKES['aws-access-token']} end"
+    found = findings_in(text)
+    masked = mask_text(text, found)
+    assert masked == "a=[SECRET:github-pat] b=[SECRET:aws-access-token] end"
+    assert FAKES["github-pat"] not in masked
+
+
+def test_a_message_is_scanned_in_text_tool_arguments_and_tool_results_and_masked_in_place() -> None:
+    arguments = json.dumps({"headers": {"Authorization": f"Bearer {BEARER_TOKEN}"}})
+    message = Message(
+        "assistant",
+        (
+            TextPart(f"using {FAKES['openai-api-key']} now"),
+            ToolCallPart("c1", "http", arguments),
+        ),
+    )
+    result = Message(
+        "tool",
+        (ToolResultPart("c1", (TextPart("ok"), TextPart(FAKES["private-key"]))),),
+    )
+    found = scan_message(message) + scan_message(result)
+    assert [(f.kind, f.field) for f in found] == [
+        ("openai-api-key", "parts.0.text"),
+        ("authorization-header", "parts.1.arguments"),
+        ("private-key", "parts.0.content.1.text"),
+    ]
+    masked, moved = mask_message(message, scan_message(message))
+    text = masked.parts[0].text  # type: ignore[union-attr]
+    assert text == "using [SECRET:openai-api-key] now"
+    assert [text[f.start : f.end] for f in moved[:1]] == ["[SECRET:openai-api-key]"]
+    args = json.loads(masked.parts[1].arguments)  # type: ignore[union-attr]
+    assert args == {"headers": {"Authorization": "Bearer [SECRET:authorization-header]"}}
+    masked_result, _ = mask_message(result, scan_message(result))
+    assert masked_result.parts[0].content[1].text == "[SECRET:private-key]"  # type: ignore[union-attr]
+
+
+def test_a_message_without_secrets_is_returned_as_it_is() -> None:
+    message = Message("user", (TextPart("hello"),))
+    assert mask_message(message, scan_message(message)) == (message, [])
