@@ -65,13 +65,16 @@ RESERVE_PARAMS = ("output_reserve",)
 
 def session_defaults(*, session: Session, strategy: str) -> dict[str, Any]:
     """The strategy's defaults with its window and reserve parameters taken from ``session``
-    (within each parameter's range), so a preview form starts from the session's model."""
+    (within each parameter's range), so a preview form starts from the session's model. A
+    session with a known window lends its reserve even when that is 0 (no max output tokens
+    sent), as its usable line and compaction trigger count it: a strategy's own fallback
+    (32,000) would leave nothing usable in a small window."""
     values: dict[str, Any] = {}
     for param in get_strategy(strategy).params:
         value = param.default
         if param.name in WINDOW_PARAMS and session.context_window:
             value = session.context_window
-        elif param.name in RESERVE_PARAMS and session.output_reserve:
+        elif param.name in RESERVE_PARAMS and (session.output_reserve or session.context_window):
             value = session.output_reserve
         if value is not param.default and isinstance(value, int):
             if param.min is not None:
