@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compaction.cache import last_breakpoint
 from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
@@ -20,6 +21,7 @@ from compaction.turns import is_user_turn_start
 __all__ = ["STEPS", "CtxwebAuto"]
 
 STEPS = (*OUTPUT_STEPS, "digest", "summarize")
+CACHE_MODES = ("ignore", "prefer", "keep_prefix")
 
 
 class CtxwebAuto(Strategy):
@@ -101,6 +103,25 @@ class CtxwebAuto(Strategy):
             " older tool outputs from the start",
         ),
         Param(
+            "cache",
+            "str",
+            "ignore",
+            choices=CACHE_MODES,
+            help="the provider's prompt cache: ignore it; keep_prefix: edit only after the last"
+            " cache_control breakpoint of the request (or cache_prefix_tokens), and say so when"
+            " the target cannot be met that way; prefer: the same, then edit the prefix only if"
+            " the target needs it",
+        ),
+        Param(
+            "cache_prefix_tokens",
+            "int",
+            None,
+            min=0,
+            max=10_000_000,
+            help="with cache keep_prefix or prefer: the leading tokens to keep byte-identical;"
+            " default up to the request's last cache_control breakpoint",
+        ),
+        Param(
             "keep_recent_outputs",
             "int",
             3,
@@ -114,29 +135,64 @@ class CtxwebAuto(Strategy):
         target = _target(draft, params)
         total = draft.total_tokens()
         allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
-        latest = _latest_start(draft.messages)
-        reach = latest
         # each digest this plan writes -> the turn it replaced (as it stood, and as it came in),
         # so a summary of the digest reads the turn itself
         digested: dict[int, Digested] = {}
-        if params["latest_turn"] == "outputs":
-            reach = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
-        for step in allowed:
-            if total <= target:
-                return
-            if step == "summarize":
-                total = summarize(draft, total, target, latest, summarizer, digested)
-            elif step == "digest":
-                total = digest(draft, total, target, latest, digested)
+        start = _cache_start(draft, params)
+        total = self._escalate(draft, params, summarizer, total, target, allowed, digested, start)
+        if total > target and start > 0:
+            kept = _prefix_tokens(draft, start)
+            if params["cache"] == "keep_prefix":
+                draft.warn(
+                    f"ctxweb-auto: cache=keep_prefix keeps the first {start} messages"
+                    f" ({kept} tokens) byte-identical; the target of {target} cannot be met"
+                    f" without editing them ({total} tokens remain)"
+                )
             else:
-                total = shrink(draft, step, params, total, target, 0, reach)
-            latest = _latest_start(draft.messages)
-        if total > target and params["latest_turn"] == "auto":
-            total = self._into_latest_turn(draft, params, total, target, allowed)
+                draft.warn(
+                    f"ctxweb-auto: cache=prefer: the target of {target} needed the cached prefix"
+                    f" (the first {start} messages, {kept} tokens): the next call writes them to"
+                    " the cache again"
+                )
+                start = 0
+                total = self._escalate(
+                    draft, params, summarizer, total, target, allowed, digested, start
+                )
         if total > target and "summarize" in allowed:
             total = shorten_summary(draft, total, target)
         if total > target:
             draft.warn(f"ctxweb-auto: {total} tokens remain above the target of {target}")
+
+    def _escalate(
+        self,
+        draft: Draft,
+        params: dict[str, Any],
+        summarizer: Summarizer | None,
+        total: int,
+        target: int,
+        allowed: tuple[str, ...],
+        digested: dict[int, Digested],
+        start: int,
+    ) -> int:
+        """Steps 1-5 on the messages from ``start`` (the cached prefix before it untouched),
+        then, with ``latest_turn=auto``, steps 1-3 on the latest turn."""
+        latest = _latest_start(draft.messages)
+        reach = latest
+        if params["latest_turn"] == "outputs":
+            reach = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
+        for step in allowed:
+            if total <= target:
+                return total
+            if step == "summarize":
+                total = summarize(draft, total, target, latest, summarizer, digested, start)
+            elif step == "digest":
+                total = digest(draft, total, target, latest, digested, start)
+            else:
+                total = shrink(draft, step, params, total, target, start, reach)
+            latest = _latest_start(draft.messages)
+        if total > target and params["latest_turn"] == "auto":
+            total = self._into_latest_turn(draft, params, total, target, allowed, start)
+        return total
 
     def _into_latest_turn(
         self,
@@ -145,10 +201,11 @@ class CtxwebAuto(Strategy):
         total: int,
         target: int,
         allowed: tuple[str, ...],
+        start: int,
     ) -> int:
         """The last resort of ``latest_turn=auto``: steps 1-3 on the latest turn's older tool
-        outputs and arguments."""
-        latest = _latest_start(draft.messages)
+        outputs and arguments (from ``start`` on)."""
+        latest = max(_latest_start(draft.messages), start)
         recent = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
         edits = len(draft.edits)
         before = total
@@ -193,3 +250,33 @@ def _recent_start(messages: list[Message], turn_start: int, keep: int) -> int:
     if len(calls) <= keep:
         return calls[0] if calls else len(messages)
     return calls[-keep]
+
+
+def _cache_start(draft: Draft, params: dict[str, Any]) -> int:
+    """The first message the plan may edit: 0 with ``cache=ignore``; else the one after the
+    request's last ``cache_control`` breakpoint, or after ``cache_prefix_tokens``."""
+    if params["cache"] == "ignore":
+        return 0
+    wanted = params["cache_prefix_tokens"]
+    if wanted is None:
+        start = last_breakpoint(draft.context) + 1
+        if start == 0:
+            draft.warn(
+                f"ctxweb-auto: cache={params['cache']}: the request has no cache_control"
+                " breakpoint and no cache_prefix_tokens was given: no prefix to keep"
+            )
+        return start
+    # messages wholly inside the first ``wanted`` tokens (system prompt and tools included)
+    spent = draft.total_tokens() - sum(map(draft.tokens, draft.messages))
+    start = 0
+    for message in draft.messages:
+        spent += draft.tokens(message)
+        if spent > wanted:
+            break
+        start += 1
+    return start
+
+
+def _prefix_tokens(draft: Draft, start: int) -> int:
+    fixed = draft.total_tokens() - sum(map(draft.tokens, draft.messages))
+    return fixed + sum(map(draft.tokens, draft.messages[:start]))

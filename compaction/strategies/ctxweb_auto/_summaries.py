@@ -48,10 +48,11 @@ def digest(
     target: int,
     limit: int,
     digested: dict[int, Digested],
+    start: int = 0,
 ) -> int:
-    """Replace the oldest user turns before ``limit``, one at a time, with their digests
-    (recorded in ``digested`` by the digest's ``id``)."""
-    bounds = [i for i in range(limit) if is_user_turn_start(draft.messages[i])] + [limit]
+    """Replace the oldest user turns from ``start`` and before ``limit``, one at a time, with
+    their digests (recorded in ``digested`` by the digest's ``id``)."""
+    bounds = [i for i in range(start, limit) if is_user_turn_start(draft.messages[i])] + [limit]
     shift = 0
     for start, end in pairwise(bounds):
         if total <= target:
@@ -85,13 +86,17 @@ def summarize(
     limit: int,
     summarizer: Summarizer | None,
     digested: dict[int, Digested],
+    start: int = 0,
 ) -> int:
-    """Replace the oldest whole user turns before ``limit`` with one summary, when that
-    makes the context smaller."""
+    """Replace the oldest whole user turns from ``start`` and before ``limit`` with one
+    summary, when that makes the context smaller."""
     messages = draft.messages
     first = 0
     while first < len(messages) and messages[first].role in ("system", "developer"):
         first += 1
+    if start > first:
+        # the summary must open a user turn: the first one at or after ``start``
+        first = next((i for i in range(start, limit) if is_user_turn_start(messages[i])), limit)
     previous: str | None = None
     if first < limit and messages[first].text.startswith(SUMMARY_HEADER):
         previous = messages[first].text[len(SUMMARY_HEADER) :]
