@@ -32,6 +32,9 @@ from ctxweb.contexts.services import budgets
 from ctxweb.contexts.services.counting import counter_for, encoding_for
 from ctxweb.contexts.services.llm import summarizer_from_settings
 
+# every preview shows the plan's prompt-cache numbers beside it
+from ctxweb.contexts.services.pricing import plan_cache as plan_cache
+
 #: Characters of an edited message shown beside the edit on the preview page.
 EXCERPT_CHARS = 300
 
