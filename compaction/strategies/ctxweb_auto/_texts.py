@@ -14,7 +14,7 @@ from typing import Any
 
 from compaction.messages.model import Message
 from compaction.regions import CTXWEB_SUMMARY_MARKER
-from compaction.summarizers import extract_facts, messages_text
+from compaction.summarizers import Facts, extract_facts, messages_text
 
 __all__ = [
     "CUT_NOTE",
@@ -49,8 +49,6 @@ POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{64}\]")
 #: the summarize step still tells the two apart.
 DIGEST_HEADER = CTXWEB_SUMMARY_MARKER + " digest of a user turn"
 
-#: Facts listed in one digest; the rest are reachable through its pointer.
-DIGEST_FACTS = 24
 #: Characters of the user's request and of the final reply a digest quotes.
 DIGEST_QUOTE = 240
 
@@ -145,14 +143,39 @@ def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
         lines.append("tools: " + ", ".join(f"{name} ×{n}" for name, n in calls.items()))
     if facts.errors:
         lines.append("errors: " + " | ".join(_clip(e, 160) for e in facts.errors[-3:]))
-    shown = [f for f in facts.all() if f not in facts.errors][:DIGEST_FACTS]
-    if shown:
-        lines.append("facts: " + ", ".join(f"`{_clip(f, 80)}`" for f in shown))
+    lines += fact_lines(facts)
     if reply:
         # a reply's conclusion is at its end
         lines.append(f"reply: {_clip(reply, DIGEST_QUOTE, tail=True)}")
     lines.append(f"full turn: {pointer(full_text_id)}")
     return "\n".join(lines)
+
+
+#: An exception or error class name in an error line.
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt)\b")
+
+
+def fact_lines(facts: Facts) -> list[str]:
+    """Every path, test, URL, identifier and exception name of ``facts``, each once: not a
+    sample, so the model still sees what a digest replaced. Grouped by kind, files first.
+
+    Example:
+        >>> fact_lines(extract_facts("ValueError in src/app.py via load_config"))
+        ['files: src/app.py', 'exceptions: ValueError', 'names: load_config']
+    """
+    files = list(dict.fromkeys([*facts.paths, *facts.tests]))
+    exceptions = list(dict.fromkeys(x for e in facts.errors for x in _EXCEPTION.findall(e)))
+    names = [i for i in facts.identifiers if i not in exceptions and " " not in i]
+    lines = []
+    for label, items in (
+        ("files", files),
+        ("exceptions", exceptions),
+        ("names", names),
+        ("urls", list(facts.urls)),
+    ):
+        if items:
+            lines.append(f"{label}: " + ", ".join(_clip(x, 160) for x in items))
+    return lines
 
 
 #: How a cut summary says so.
