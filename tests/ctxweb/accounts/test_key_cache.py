@@ -27,7 +27,8 @@ def test_a_known_key_is_found_without_a_query(world: World) -> None:
     with CaptureQueriesContext(connection) as queries:
         again = api_key_get_active(raw_key=world.ingest_key)
     assert queries.captured_queries == []
-    assert again is not None and again.pk == first.pk
+    assert again is not None
+    assert again.pk == first.pk
     assert again.project.name == world.project.name  # the project comes with it
 
 
@@ -56,7 +57,8 @@ def test_a_renamed_or_deleted_project_is_seen_at_once(world: World) -> None:
     world.project.name = "renamed"
     world.project.save()
     found = api_key_get_active(raw_key=world.ingest_key)
-    assert found is not None and found.project.name == "renamed"
+    assert found is not None
+    assert found.project.name == "renamed"
     world.project.delete()
     assert api_key_get_active(raw_key=world.ingest_key) is None
 
@@ -73,6 +75,7 @@ def test_a_cache_that_is_down_falls_back_to_the_database(
     monkeypatch.setattr(selectors.cache, "set", down)
     monkeypatch.setattr(selectors.cache, "delete_many", down)
     found = api_key_get_active(raw_key=world.ingest_key)
-    assert found is not None and found.pk == stored(world).pk
+    assert found is not None
+    assert found.pk == stored(world).pk
     api_key_revoke(key=stored(world))  # forgetting fails quietly; the database still decides
     assert api_key_get_active(raw_key=world.ingest_key) is None
