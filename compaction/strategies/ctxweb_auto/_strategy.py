@@ -8,9 +8,13 @@ from compaction.cache import last_breakpoint
 from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
+from compaction.strategies.ctxweb_auto._carry import carry_facts
 from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
+from compaction.strategies.ctxweb_auto._search import Attempt, search
+from compaction.strategies.ctxweb_auto._steps import digest_steps
 from compaction.strategies.ctxweb_auto._summaries import (
     Digested,
+    Sources,
     digest,
     shorten_summary,
     summarize,
@@ -133,14 +137,47 @@ class CtxwebAuto(Strategy):
 
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
         target = _target(draft, params)
+        original = draft.total_tokens()
+        if original <= target:
+            return
+        best = search(self.attempt, draft, params, summarizer, target, original)
+        draft.messages, draft.origin, draft.system = (
+            best.draft.messages,
+            best.draft.origin,
+            best.draft.system,
+        )
+        draft.edits, draft.artifacts = best.draft.edits, best.draft.artifacts
+        for warning in best.draft.warnings:
+            draft.warn(warning)
+        if best.lost:
+            draft.warn(
+                f"ctxweb-auto: {best.lost} of the {best.facts} facts (paths, names, errors, URLs)"
+                " of what it removed no longer fit in the context; they stay in its artifacts"
+            )
+        if best.total > target:
+            draft.warn(f"ctxweb-auto: {best.total} tokens remain above the target of {target}")
+
+    def attempt(
+        self,
+        draft: Draft,
+        params: dict[str, Any],
+        summarizer: Summarizer | None,
+        target: int,
+        aim: int,
+    ) -> Attempt:
+        """The steps on a fresh copy of ``draft``, each stopping once the total is within
+        ``aim``; then the facts they took out written back within ``target``."""
+        draft = Draft.start(draft.context, draft.counter)
         total = draft.total_tokens()
         allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
         # each digest this plan writes -> the turn it replaced (as it stood, and as it came in),
         # so a summary of the digest reads the turn itself
         digested: dict[int, Digested] = {}
+        sources: Sources = {}
+        state = (digested, sources)
         start = _cache_start(draft, params)
-        total = self._escalate(draft, params, summarizer, total, target, allowed, digested, start)
-        if total > target and start > 0:
+        total = self._escalate(draft, params, summarizer, total, aim, allowed, state, start)
+        if total > aim and start > 0:
             kept = _prefix_tokens(draft, start)
             if params["cache"] == "keep_prefix":
                 draft.warn(
@@ -155,13 +192,12 @@ class CtxwebAuto(Strategy):
                     " the cache again"
                 )
                 start = 0
-                total = self._escalate(
-                    draft, params, summarizer, total, target, allowed, digested, start
-                )
-        if total > target and "summarize" in allowed:
-            total = shorten_summary(draft, total, target)
-        if total > target:
-            draft.warn(f"ctxweb-auto: {total} tokens remain above the target of {target}")
+                total = self._escalate(draft, params, summarizer, total, aim, allowed, state, start)
+        if total > aim and "summarize" in allowed:
+            total = shorten_summary(draft, total, aim, sources)
+        steps = total
+        total, lost, wanted = carry_facts(draft, total, target - total, sources)
+        return Attempt(draft, aim, steps, total, lost, wanted)
 
     def _escalate(
         self,
@@ -171,7 +207,7 @@ class CtxwebAuto(Strategy):
         total: int,
         target: int,
         allowed: tuple[str, ...],
-        digested: dict[int, Digested],
+        state: tuple[dict[int, Digested], Sources],
         start: int,
     ) -> int:
         """Steps 1-5 on the messages from ``start`` (the cached prefix before it untouched),
@@ -184,14 +220,16 @@ class CtxwebAuto(Strategy):
             if total <= target:
                 return total
             if step == "summarize":
-                total = summarize(draft, total, target, latest, summarizer, digested, start)
+                total = summarize(
+                    draft, total, target, latest, summarizer, *state[:1], start, state[1]
+                )
             elif step == "digest":
-                total = digest(draft, total, target, latest, digested, start)
+                total = digest(draft, total, target, latest, state[0], start, state[1])
             else:
                 total = shrink(draft, step, params, total, target, start, reach)
             latest = _latest_start(draft.messages)
         if total > target and params["latest_turn"] == "auto":
-            total = self._into_latest_turn(draft, params, total, target, allowed, start)
+            total = self._into_latest_turn(draft, params, total, target, allowed, start, state[1])
         return total
 
     def _into_latest_turn(
@@ -202,9 +240,10 @@ class CtxwebAuto(Strategy):
         target: int,
         allowed: tuple[str, ...],
         start: int,
+        sources: Sources,
     ) -> int:
         """The last resort of ``latest_turn=auto``: steps 1-3 on the latest turn's older tool
-        outputs and arguments (from ``start`` on)."""
+        outputs and arguments (from ``start`` on), then its oldest steps digested."""
         latest = max(_latest_start(draft.messages), start)
         recent = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
         edits = len(draft.edits)
@@ -213,11 +252,17 @@ class CtxwebAuto(Strategy):
             if total <= target or step not in OUTPUT_STEPS:
                 break
             total = shrink(draft, step, params, total, target, latest, recent)
+        if total > target and "digest" in allowed:
+            # the fewest oldest steps that fit, reaching up to the last tool call if need be
+            first = max(latest + 1, start)
+            last = _recent_start(draft.messages, latest, min(params["keep_recent_outputs"], 1))
+            total = digest_steps(draft, total, target, first, max(last, first), sources)
         if len(draft.edits) > edits:
             draft.warn(
                 f"ctxweb-auto: the target needed the latest user turn: {len(draft.edits) - edits}"
-                f" of its older tool outputs and arguments moved behind artifacts"
-                f" ({before - total} tokens); its messages are all kept."
+                f" of its older tool outputs, arguments and steps moved behind artifacts"
+                f" ({before - total} tokens); its request and last"
+                f" {params['keep_recent_outputs']} tool calls are kept verbatim."
                 " latest_turn=verbatim forbids this"
             )
         return total

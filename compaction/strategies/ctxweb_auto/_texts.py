@@ -70,7 +70,7 @@ def describe(text: str) -> str:
     return f"{len(text.encode('utf-8'))} bytes, {lines} lines; starts: {first[:100]}"
 
 
-def _clip(text: str, limit: int, *, tail: bool = False) -> str:
+def clip(text: str, limit: int, *, tail: bool = False) -> str:
     """``text`` on one line, cut to ``limit`` characters (keeping its end when ``tail``)."""
     text = " ".join(text.split())
     if len(text) <= limit:
@@ -125,8 +125,9 @@ def shrink_arguments(arguments: str, shrink: Callable[[str], str | None]) -> str
 
 
 def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
-    """One user turn as a short digest: the request, the tools called, the errors and facts it
-    holds, the last reply, and a pointer to the turn's full text.
+    """One user turn as a short digest: the request, the tools called, its last error lines, the
+    last reply, and a pointer to the turn's full text. The turn's facts (paths, names, URLs) are
+    not listed here: the plan adds those the rest of the context no longer shows.
 
     Example:
         >>> from compaction.messages.model import Message, TextPart
@@ -138,15 +139,14 @@ def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
     reply = next((m.text for m in reversed(turn) if m.role == "assistant" and m.text.strip()), "")
     calls = Counter(c.name for m in turn for c in m.tool_calls)
     facts = extract_facts(messages_text(turn))
-    lines = [DIGEST_HEADER, f"user: {_clip(request, DIGEST_QUOTE)}"]
+    lines = [DIGEST_HEADER, f"user: {clip(request, DIGEST_QUOTE)}"]
     if calls:
         lines.append("tools: " + ", ".join(f"{name} ×{n}" for name, n in calls.items()))
     if facts.errors:
-        lines.append("errors: " + " | ".join(_clip(e, 160) for e in facts.errors[-3:]))
-    lines += fact_lines(facts)
+        lines.append("errors: " + " | ".join(clip(e, 160) for e in facts.errors[-3:]))
     if reply:
         # a reply's conclusion is at its end
-        lines.append(f"reply: {_clip(reply, DIGEST_QUOTE, tail=True)}")
+        lines.append(f"reply: {clip(reply, DIGEST_QUOTE, tail=True)}")
     lines.append(f"full turn: {pointer(full_text_id)}")
     return "\n".join(lines)
 
@@ -174,7 +174,7 @@ def fact_lines(facts: Facts) -> list[str]:
         ("urls", list(facts.urls)),
     ):
         if items:
-            lines.append(f"{label}: " + ", ".join(_clip(x, 160) for x in items))
+            lines.append(f"{label}: " + ", ".join(clip(x, 160) for x in items))
     return lines
 
 
