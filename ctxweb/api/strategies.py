@@ -88,6 +88,35 @@ class ContextOutput(serializers.Serializer):  # type: ignore[type-arg]
     request = serializers.DictField()
 
 
+class PricesOutput(serializers.Serializer):  # type: ignore[type-arg]
+    input = serializers.FloatField()
+    cache_write = serializers.FloatField()
+    cache_read = serializers.FloatField()
+    per = serializers.CharField()
+    as_of = serializers.CharField(help_text="the date of the built-in table, or the setting")
+
+
+class CacheOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """What the plan does to the provider's prompt cache."""
+
+    prefix_messages = serializers.IntegerField(help_text="leading messages kept byte-identical")
+    prefix_tokens = serializers.IntegerField(
+        help_text="leading tokens kept byte-identical: what the prompt cache still serves"
+    )
+    rewrite_tokens = serializers.IntegerField(
+        help_text="tokens the next call writes to the cache again"
+    )
+    model = serializers.CharField(allow_null=True)
+    priced_as = serializers.CharField(allow_null=True, help_text="the price table's entry")
+    prices = PricesOutput(allow_null=True)
+    next_call_cost_before = serializers.FloatField(
+        allow_null=True, help_text="USD: the whole context read from the cache"
+    )
+    next_call_cost_after = serializers.FloatField(
+        allow_null=True, help_text="USD: the kept prefix read, the rest written to the cache"
+    )
+
+
 class PlanOutput(serializers.Serializer):  # type: ignore[type-arg]
     strategy = serializers.CharField()
     params = serializers.DictField()
@@ -100,6 +129,7 @@ class PlanOutput(serializers.Serializer):  # type: ignore[type-arg]
     edits = EditOutput(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
     artifacts = ArtifactSummaryOutput(many=True)
+    cache = CacheOutput()
 
 
 class SessionPlanOutput(PlanOutput):
@@ -143,7 +173,13 @@ class PreviewApi(APIView):
             params=body.get("params"),
             encoding=encoding,
         )
-        return Response({**planning.plan_to_json(plan), "encoding": encoding})
+        return Response(
+            {
+                **planning.plan_to_json(plan),
+                "encoding": encoding,
+                "cache": planning.plan_cache(context=context, plan=plan, encoding=encoding),
+            }
+        )
 
 
 class SessionPreviewApi(APIView):
@@ -177,6 +213,12 @@ class SessionPreviewApi(APIView):
             {
                 **planning.plan_to_json(plan),
                 "encoding": session.encoding,
+                "cache": planning.plan_cache(
+                    context=context,
+                    plan=plan,
+                    encoding=session.encoding,
+                    model=session.model or None,
+                ),
                 "session": session.external_id,
                 "turn": turn,
             }

@@ -176,6 +176,9 @@ def session_preview(request: HttpRequest, external_id: str) -> HttpResponse:
     }
     if plan is not None and context is not None:
         page["comparison"] = _comparison(plan, session)
+        page["cache"] = planning.plan_cache(
+            context=context, plan=plan, encoding=session.encoding, model=session.model or None
+        )
         page.update(_edits_page(request, access, context, plan))
         page["apply_params"] = json.dumps(
             {k: list(v) if isinstance(v, tuple) else v for k, v in plan.params.items()}

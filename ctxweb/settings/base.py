@@ -7,6 +7,7 @@ production shape (PostgreSQL, channels-redis, Celery workers on the Redis broker
 
 from __future__ import annotations
 
+import json
 import os
 
 import dj_database_url
@@ -288,6 +289,12 @@ CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
 # every slot stayed busy); applying a strategy runs on a worker with no such limit.
 CTXWEB_PREVIEW_WORKERS = envint("CTXWEB_PREVIEW_WORKERS", 2)
 CTXWEB_PREVIEW_SECONDS = envfloat("CTXWEB_PREVIEW_SECONDS", 20.0)
+
+# Model list prices (USD per million input tokens) for the prompt-cache costs every preview shows,
+# over the table in compaction.cache: JSON by model-name prefix, e.g.
+# {"my-model": {"input": 1.0, "cache_write": 1.25, "cache_read": 0.1}}. Python settings may set
+# CTXWEB_MODEL_PRICES directly.
+CTXWEB_MODEL_PRICES = json.loads(os.environ.get("CTXWEB_MODEL_PRICES") or "{}")
 
 # Transcript uploads up to this size import within the request (201); larger ones become a
 # background job (202, on a Celery worker or a thread of the embedded server).

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from compaction.cache import last_breakpoint
 from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
+from compaction.strategies.ctxweb_auto._carry import carry_facts
 from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
+from compaction.strategies.ctxweb_auto._search import Attempt, search
+from compaction.strategies.ctxweb_auto._steps import digest_steps
 from compaction.strategies.ctxweb_auto._summaries import (
     Digested,
+    Sources,
     digest,
     shorten_summary,
     summarize,
@@ -20,6 +25,7 @@ from compaction.turns import is_user_turn_start
 __all__ = ["STEPS", "CtxwebAuto"]
 
 STEPS = (*OUTPUT_STEPS, "digest", "summarize")
+CACHE_MODES = ("ignore", "prefer", "keep_prefix")
 
 
 class CtxwebAuto(Strategy):
@@ -101,6 +107,25 @@ class CtxwebAuto(Strategy):
             " older tool outputs from the start",
         ),
         Param(
+            "cache",
+            "str",
+            "ignore",
+            choices=CACHE_MODES,
+            help="the provider's prompt cache: ignore it; keep_prefix: edit only after the last"
+            " cache_control breakpoint of the request (or cache_prefix_tokens), and say so when"
+            " the target cannot be met that way; prefer: the same, then edit the prefix only if"
+            " the target needs it",
+        ),
+        Param(
+            "cache_prefix_tokens",
+            "int",
+            None,
+            min=0,
+            max=10_000_000,
+            help="with cache keep_prefix or prefer: the leading tokens to keep byte-identical;"
+            " default up to the request's last cache_control breakpoint",
+        ),
+        Param(
             "keep_recent_outputs",
             "int",
             3,
@@ -112,31 +137,100 @@ class CtxwebAuto(Strategy):
 
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
         target = _target(draft, params)
+        original = draft.total_tokens()
+        if original <= target:
+            return
+        best = search(self.attempt, draft, params, summarizer, target, original)
+        draft.messages, draft.origin, draft.system = (
+            best.draft.messages,
+            best.draft.origin,
+            best.draft.system,
+        )
+        draft.edits, draft.artifacts = best.draft.edits, best.draft.artifacts
+        for warning in best.draft.warnings:
+            draft.warn(warning)
+        if best.lost:
+            draft.warn(
+                f"ctxweb-auto: {best.lost} of the {best.facts} facts (paths, names, errors, URLs)"
+                " of what it removed no longer fit in the context; they stay in its artifacts"
+            )
+        if best.total > target:
+            draft.warn(f"ctxweb-auto: {best.total} tokens remain above the target of {target}")
+
+    def attempt(
+        self,
+        draft: Draft,
+        params: dict[str, Any],
+        summarizer: Summarizer | None,
+        target: int,
+        aim: int,
+    ) -> Attempt:
+        """The steps on a fresh copy of ``draft``, each stopping once the total is within
+        ``aim``; then the facts they took out written back within ``target``."""
+        draft = Draft.start(draft.context, draft.counter)
         total = draft.total_tokens()
         allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
-        latest = _latest_start(draft.messages)
-        reach = latest
         # each digest this plan writes -> the turn it replaced (as it stood, and as it came in),
         # so a summary of the digest reads the turn itself
         digested: dict[int, Digested] = {}
+        sources: Sources = {}
+        state = (digested, sources)
+        start = _cache_start(draft, params)
+        total = self._escalate(draft, params, summarizer, total, aim, allowed, state, start)
+        if total > aim and start > 0:
+            kept = _prefix_tokens(draft, start)
+            if params["cache"] == "keep_prefix":
+                draft.warn(
+                    f"ctxweb-auto: cache=keep_prefix keeps the first {start} messages"
+                    f" ({kept} tokens) byte-identical; the target of {target} cannot be met"
+                    f" without editing them ({total} tokens remain)"
+                )
+            else:
+                draft.warn(
+                    f"ctxweb-auto: cache=prefer: the target of {target} needed the cached prefix"
+                    f" (the first {start} messages, {kept} tokens): the next call writes them to"
+                    " the cache again"
+                )
+                start = 0
+                total = self._escalate(draft, params, summarizer, total, aim, allowed, state, start)
+        if total > aim and "summarize" in allowed:
+            total = shorten_summary(draft, total, aim, sources)
+        steps = total
+        total, lost, wanted = carry_facts(draft, total, target - total, sources)
+        return Attempt(draft, aim, steps, total, lost, wanted)
+
+    def _escalate(
+        self,
+        draft: Draft,
+        params: dict[str, Any],
+        summarizer: Summarizer | None,
+        total: int,
+        target: int,
+        allowed: tuple[str, ...],
+        state: tuple[dict[int, Digested], Sources],
+        start: int,
+    ) -> int:
+        """Steps 1-5 on the messages from ``start`` (the cached prefix before it untouched),
+        then, with ``latest_turn=auto``, steps 1-3 on the latest turn."""
+        latest = _latest_start(draft.messages)
+        reach = latest
         if params["latest_turn"] == "outputs":
             reach = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
         for step in allowed:
             if total <= target:
-                return
+                return total
             if step == "summarize":
-                total = summarize(draft, total, target, latest, summarizer, digested)
+                total = summarize(
+                    draft, total, target, latest, summarizer, *state[:1], start, state[1]
+                )
             elif step == "digest":
-                total = digest(draft, total, target, latest, digested)
+                total = digest(draft, total, target, latest, state[0], start, state[1])
             else:
-                total = shrink(draft, step, params, total, target, 0, reach)
+                total = shrink(draft, step, params, total, target, start, reach)
             latest = _latest_start(draft.messages)
         if total > target and params["latest_turn"] == "auto":
-            total = self._into_latest_turn(draft, params, total, target, allowed)
-        if total > target and "summarize" in allowed:
-            total = shorten_summary(draft, total, target)
-        if total > target:
-            draft.warn(f"ctxweb-auto: {total} tokens remain above the target of {target}")
+            total = self._into_latest_turn(draft, params, total, target, allowed, start, state[1])
+        return total
 
     def _into_latest_turn(
         self,
@@ -145,10 +239,12 @@ class CtxwebAuto(Strategy):
         total: int,
         target: int,
         allowed: tuple[str, ...],
+        start: int,
+        sources: Sources,
     ) -> int:
         """The last resort of ``latest_turn=auto``: steps 1-3 on the latest turn's older tool
-        outputs and arguments."""
-        latest = _latest_start(draft.messages)
+        outputs and arguments (from ``start`` on), then its oldest steps digested."""
+        latest = max(_latest_start(draft.messages), start)
         recent = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
         edits = len(draft.edits)
         before = total
@@ -156,11 +252,17 @@ class CtxwebAuto(Strategy):
             if total <= target or step not in OUTPUT_STEPS:
                 break
             total = shrink(draft, step, params, total, target, latest, recent)
+        if total > target and "digest" in allowed:
+            # the fewest oldest steps that fit, reaching up to the last tool call if need be
+            first = max(latest + 1, start)
+            last = _recent_start(draft.messages, latest, min(params["keep_recent_outputs"], 1))
+            total = digest_steps(draft, total, target, first, max(last, first), sources)
         if len(draft.edits) > edits:
             draft.warn(
                 f"ctxweb-auto: the target needed the latest user turn: {len(draft.edits) - edits}"
-                f" of its older tool outputs and arguments moved behind artifacts"
-                f" ({before - total} tokens); its messages are all kept."
+                f" of its older tool outputs, arguments and steps moved behind artifacts"
+                f" ({before - total} tokens); its request and last"
+                f" {params['keep_recent_outputs']} tool calls are kept verbatim."
                 " latest_turn=verbatim forbids this"
             )
         return total
@@ -193,3 +295,33 @@ def _recent_start(messages: list[Message], turn_start: int, keep: int) -> int:
     if len(calls) <= keep:
         return calls[0] if calls else len(messages)
     return calls[-keep]
+
+
+def _cache_start(draft: Draft, params: dict[str, Any]) -> int:
+    """The first message the plan may edit: 0 with ``cache=ignore``; else the one after the
+    request's last ``cache_control`` breakpoint, or after ``cache_prefix_tokens``."""
+    if params["cache"] == "ignore":
+        return 0
+    wanted = params["cache_prefix_tokens"]
+    if wanted is None:
+        start = last_breakpoint(draft.context) + 1
+        if start == 0:
+            draft.warn(
+                f"ctxweb-auto: cache={params['cache']}: the request has no cache_control"
+                " breakpoint and no cache_prefix_tokens was given: no prefix to keep"
+            )
+        return start
+    # messages wholly inside the first ``wanted`` tokens (system prompt and tools included)
+    spent = draft.total_tokens() - sum(map(draft.tokens, draft.messages))
+    start = 0
+    for message in draft.messages:
+        spent += draft.tokens(message)
+        if spent > wanted:
+            break
+        start += 1
+    return start
+
+
+def _prefix_tokens(draft: Draft, start: int) -> int:
+    fixed = draft.total_tokens() - sum(map(draft.tokens, draft.messages))
+    return fixed + sum(map(draft.tokens, draft.messages[:start]))

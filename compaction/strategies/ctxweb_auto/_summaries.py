@@ -26,7 +26,11 @@ from compaction.strategies.ctxweb_auto._texts import (
 from compaction.summarizers import FactSummarizer, Summarizer
 from compaction.turns import find_legal_start, is_user_turn_start, orphans
 
-__all__ = ["Digested", "digest", "shorten_summary", "summarize"]
+__all__ = ["Digested", "Sources", "digest", "shorten_summary", "summarize"]
+
+#: Each message this plan inserted (a digest or summary), by ``id``: the message itself (held,
+#: so its ``id`` is not reused) and the messages it replaced.
+Sources = dict[int, tuple[Message, Sequence[Message]]]
 
 #: A turn is digested only when its digest costs less than this share of its tokens.
 DIGEST_GAIN = 0.7
@@ -48,10 +52,12 @@ def digest(
     target: int,
     limit: int,
     digested: dict[int, Digested],
+    start: int = 0,
+    sources: Sources | None = None,
 ) -> int:
-    """Replace the oldest user turns before ``limit``, one at a time, with their digests
-    (recorded in ``digested`` by the digest's ``id``)."""
-    bounds = [i for i in range(limit) if is_user_turn_start(draft.messages[i])] + [limit]
+    """Replace the oldest user turns from ``start`` and before ``limit``, one at a time, with
+    their digests (recorded in ``digested`` by the digest's ``id``)."""
+    bounds = [i for i in range(start, limit) if is_user_turn_start(draft.messages[i])] + [limit]
     shift = 0
     for start, end in pairwise(bounds):
         if total <= target:
@@ -73,6 +79,8 @@ def digest(
         draft.drop(range(lo, hi), "summarize-range", "digested by ctxweb-auto")
         draft.insert(lo, message, "ctxweb turn digest")
         digested[id(message)] = Digested(message, turn, originals)
+        if sources is not None:
+            sources[id(message)] = (message, originals)
         total += added - removed
         shift += hi - lo - 1
     return total
@@ -85,13 +93,18 @@ def summarize(
     limit: int,
     summarizer: Summarizer | None,
     digested: dict[int, Digested],
+    start: int = 0,
+    sources: Sources | None = None,
 ) -> int:
-    """Replace the oldest whole user turns before ``limit`` with one summary, when that
-    makes the context smaller."""
+    """Replace the oldest whole user turns from ``start`` and before ``limit`` with one
+    summary, when that makes the context smaller."""
     messages = draft.messages
     first = 0
     while first < len(messages) and messages[first].role in ("system", "developer"):
         first += 1
+    if start > first:
+        # the summary must open a user turn: the first one at or after ``start``
+        first = next((i for i in range(start, limit) if is_user_turn_start(messages[i])), limit)
     previous: str | None = None
     if first < limit and messages[first].text.startswith(SUMMARY_HEADER):
         previous = messages[first].text[len(SUMMARY_HEADER) :]
@@ -142,6 +155,7 @@ def summarize(
     # them, so one hop reaches every original (a digest from an earlier plan keeps its own
     # pointer to its turn).
     summarized = _expand(_originals(draft, first, cut), digested, current=False)
+    earlier = [messages[first]] if previous is not None else []
     full = _full_text(
         "summarized_messages",
         summarized,
@@ -155,10 +169,18 @@ def summarize(
     draft.drop(range(first, cut), "summarize-range", "summarized into the ctxweb summary")
     message = Message("user", (TextPart(SUMMARY_HEADER + summary + trailer),))
     draft.insert(first, message, "ctxweb summary")
+    if sources is not None:
+        # what the summary replaced, a previous summary included (``_expand`` leaves it out)
+        sources[id(message)] = (message, [*summarized, *earlier])
     return total - removed + draft.tokens(message)
 
 
-def shorten_summary(draft: Draft, total: int, target: int) -> int:
+def shorten_summary(
+    draft: Draft,
+    total: int,
+    target: int,
+    sources: Sources | None = None,
+) -> int:
     """The very last resort: cut the summary this plan wrote to what the target leaves room
     for (its pointer to the full text stays). Nothing is cut when even an empty summary
     would leave the total above the target."""
@@ -189,6 +211,8 @@ def shorten_summary(draft: Draft, total: int, target: int) -> int:
         room -= rest + draft.tokens(new) - target
         new = message(fit_summary(body, max(room, 0), draft.text_tokens))
     draft.messages[position] = new
+    if sources is not None and id(old) in sources:
+        sources[id(new)] = (new, sources.pop(id(old))[1])
     # the summary's insert edit reports what the context now holds
     for k in range(len(draft.edits) - 1, -1, -1):
         if draft.edits[k].kind == "insert-summary":

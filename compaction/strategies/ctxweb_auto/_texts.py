@@ -14,7 +14,7 @@ from typing import Any
 
 from compaction.messages.model import Message
 from compaction.regions import CTXWEB_SUMMARY_MARKER
-from compaction.summarizers import extract_facts, messages_text
+from compaction.summarizers import Facts, extract_facts, messages_text
 
 __all__ = [
     "CUT_NOTE",
@@ -49,8 +49,6 @@ POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{64}\]")
 #: the summarize step still tells the two apart.
 DIGEST_HEADER = CTXWEB_SUMMARY_MARKER + " digest of a user turn"
 
-#: Facts listed in one digest; the rest are reachable through its pointer.
-DIGEST_FACTS = 24
 #: Characters of the user's request and of the final reply a digest quotes.
 DIGEST_QUOTE = 240
 
@@ -72,7 +70,7 @@ def describe(text: str) -> str:
     return f"{len(text.encode('utf-8'))} bytes, {lines} lines; starts: {first[:100]}"
 
 
-def _clip(text: str, limit: int, *, tail: bool = False) -> str:
+def clip(text: str, limit: int, *, tail: bool = False) -> str:
     """``text`` on one line, cut to ``limit`` characters (keeping its end when ``tail``)."""
     text = " ".join(text.split())
     if len(text) <= limit:
@@ -127,8 +125,9 @@ def shrink_arguments(arguments: str, shrink: Callable[[str], str | None]) -> str
 
 
 def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
-    """One user turn as a short digest: the request, the tools called, the errors and facts it
-    holds, the last reply, and a pointer to the turn's full text.
+    """One user turn as a short digest: the request, the tools called, its last error lines, the
+    last reply, and a pointer to the turn's full text. The turn's facts (paths, names, URLs) are
+    not listed here: the plan adds those the rest of the context no longer shows.
 
     Example:
         >>> from compaction.messages.model import Message, TextPart
@@ -140,19 +139,43 @@ def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
     reply = next((m.text for m in reversed(turn) if m.role == "assistant" and m.text.strip()), "")
     calls = Counter(c.name for m in turn for c in m.tool_calls)
     facts = extract_facts(messages_text(turn))
-    lines = [DIGEST_HEADER, f"user: {_clip(request, DIGEST_QUOTE)}"]
+    lines = [DIGEST_HEADER, f"user: {clip(request, DIGEST_QUOTE)}"]
     if calls:
         lines.append("tools: " + ", ".join(f"{name} ×{n}" for name, n in calls.items()))
     if facts.errors:
-        lines.append("errors: " + " | ".join(_clip(e, 160) for e in facts.errors[-3:]))
-    shown = [f for f in facts.all() if f not in facts.errors][:DIGEST_FACTS]
-    if shown:
-        lines.append("facts: " + ", ".join(f"`{_clip(f, 80)}`" for f in shown))
+        lines.append("errors: " + " | ".join(clip(e, 160) for e in facts.errors[-3:]))
     if reply:
         # a reply's conclusion is at its end
-        lines.append(f"reply: {_clip(reply, DIGEST_QUOTE, tail=True)}")
+        lines.append(f"reply: {clip(reply, DIGEST_QUOTE, tail=True)}")
     lines.append(f"full turn: {pointer(full_text_id)}")
     return "\n".join(lines)
+
+
+#: An exception or error class name in an error line.
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt)\b")
+
+
+def fact_lines(facts: Facts) -> list[str]:
+    """Every path, test, URL, identifier and exception name of ``facts``, each once: not a
+    sample, so the model still sees what a digest replaced. Grouped by kind, files first.
+
+    Example:
+        >>> fact_lines(extract_facts("ValueError in src/app.py via load_config"))
+        ['files: src/app.py', 'exceptions: ValueError', 'names: load_config']
+    """
+    files = list(dict.fromkeys([*facts.paths, *facts.tests]))
+    exceptions = list(dict.fromkeys(x for e in facts.errors for x in _EXCEPTION.findall(e)))
+    names = [i for i in facts.identifiers if i not in exceptions and " " not in i]
+    lines = []
+    for label, items in (
+        ("files", files),
+        ("exceptions", exceptions),
+        ("names", names),
+        ("urls", list(facts.urls)),
+    ):
+        if items:
+            lines.append(f"{label}: " + ", ".join(clip(x, 160) for x in items))
+    return lines
 
 
 #: How a cut summary says so.

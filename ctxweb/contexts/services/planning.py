@@ -32,6 +32,9 @@ from ctxweb.contexts.services import budgets
 from ctxweb.contexts.services.counting import counter_for, encoding_for
 from ctxweb.contexts.services.llm import summarizer_from_settings
 
+# every preview shows the plan's prompt-cache numbers beside it
+from ctxweb.contexts.services.pricing import plan_cache as plan_cache
+
 #: Characters of an edited message shown beside the edit on the preview page.
 EXCERPT_CHARS = 300
 
@@ -65,13 +68,16 @@ RESERVE_PARAMS = ("output_reserve",)
 
 def session_defaults(*, session: Session, strategy: str) -> dict[str, Any]:
     """The strategy's defaults with its window and reserve parameters taken from ``session``
-    (within each parameter's range), so a preview form starts from the session's model."""
+    (within each parameter's range), so a preview form starts from the session's model. A
+    session with a known window lends its reserve even when that is 0 (no max output tokens
+    sent), as its usable line and compaction trigger count it: a strategy's own fallback
+    (32,000) would leave nothing usable in a small window."""
     values: dict[str, Any] = {}
     for param in get_strategy(strategy).params:
         value = param.default
         if param.name in WINDOW_PARAMS and session.context_window:
             value = session.context_window
-        elif param.name in RESERVE_PARAMS and session.output_reserve:
+        elif param.name in RESERVE_PARAMS and (session.output_reserve or session.context_window):
             value = session.output_reserve
         if value is not param.default and isinstance(value, int):
             if param.min is not None:

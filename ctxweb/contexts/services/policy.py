@@ -23,6 +23,11 @@ logger = logging.getLogger(__name__)
 
 def session_policy_validate(policy: Any) -> dict[str, Any]:
     """A session's policy, checked: ``{"auto": {"strategy", "params", "enabled"}}``.
+
+    Only the parameters the operator gave are kept (checked against the strategy): the rest
+    are resolved when the operation runs, the window and reserve from the session then
+    (:func:`~ctxweb.contexts.services.planning.session_defaults`), so a policy never plans
+    for a 200K window on a session whose model has 8K.
     Raises :class:`~compaction.errors.StrategyError` naming the field."""
     from compaction.errors import StrategyError
 
@@ -39,13 +44,16 @@ def session_policy_validate(policy: Any) -> dict[str, Any]:
     strategy = auto.get("strategy")
     if not isinstance(strategy, str):
         raise StrategyError("policy.auto.strategy", "must name a strategy")
+    given = auto.get("params") or {}
     try:
-        resolved = get_strategy(strategy).validate(auto.get("params") or {})
+        resolved = get_strategy(strategy).validate(given)
     except StrategyError as exc:
         raise StrategyError(f"policy.auto.{exc.path}", exc.reason) from None
     out["auto"] = {
         "strategy": strategy,
-        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items()},
+        "params": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items() if k in given
+        },
         "enabled": auto.get("enabled", True),
     }
     return out

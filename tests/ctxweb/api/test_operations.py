@@ -16,7 +16,7 @@ from compaction.messages import parse
 from ctxweb.contexts import events
 from ctxweb.contexts.models import Artifact, ManagedContext, Operation, Session, Turn
 from ctxweb.contexts.services import operations
-from tests.support.builders import body, history
+from tests.support.builders import OUTPUT, body, history
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
@@ -273,6 +273,41 @@ def test_the_automatic_policy_applies_its_strategy_when_a_turn_crosses_the_trigg
     bigger = {**body([*history(4), {"role": "user", "content": "more"}]), "context_window": 20_000}
     commit(lambda: post_turn(ingest, "auto", bigger))
     assert Operation.objects.count() == 1
+
+
+def test_the_automatic_policy_plans_with_the_small_window_of_its_session(
+    world: World, commit: Any
+) -> None:
+    ingest = world.api(world.ingest_key)
+    output = OUTPUT[: len(OUTPUT) // 3]
+    commit(lambda: post_turn(ingest, "small", {**body(history(3, output)), "context_window": 8000}))
+    policy = {"auto": {"strategy": "ctxweb-auto", "params": {"target_fraction": 0.3}}}
+    patched = world.api(world.operator_key).patch(
+        "/api/v1/sessions/small", data={"policy": policy}, format="json"
+    )
+    assert patched.status_code == 200, patched.content
+    # only what the operator gave is stored: the window comes from the session when it runs
+    assert patched.json()["policy"]["auto"]["params"] == {"target_fraction": 0.3}
+
+    commit(lambda: post_turn(ingest, "small", {**body(history(4, output)), "context_window": 8000}))
+    operation = Operation.objects.get()
+    assert operation.automatic
+    assert operation.status == "succeeded", operation.error
+    assert operation.params["context_window"] == 8000
+    assert operation.result["tokens_before"] > 6400  # over the trigger: 80% of 8,000
+    assert operation.result["tokens_after"] <= 2400  # 30% of the session's own 8,000
+
+
+def test_an_automatic_policy_keeps_the_window_its_operator_set(
+    world: World, session: Session
+) -> None:
+    policy = {"auto": {"strategy": "ctxweb-auto", "params": {"context_window": 50_000}}}
+    patched = world.api(world.operator_key).patch(
+        "/api/v1/sessions/s1", data={"policy": policy}, format="json"
+    )
+    assert patched.status_code == 200, patched.content
+    stored = Session.objects.get(pk=session.pk).policy["auto"]["params"]
+    assert stored == {"context_window": 50_000}
 
 
 def test_only_operators_set_a_valid_policy(world: World, session: Session) -> None:

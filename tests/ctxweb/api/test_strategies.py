@@ -546,3 +546,53 @@ def test_every_strategy_previews_a_real_imported_session(world: World, transcrip
     # at its defaults or its target, ctxweb-auto acts on this session, as do most seeds
     assert "ctxweb-auto" in changed
     assert len(changed) >= 6, changed
+
+
+def test_every_preview_gives_the_prompt_cache_numbers_at_the_models_prices(world: World) -> None:
+    ingest(world)
+    session = post(
+        world.api(world.ingest_key),
+        "/api/v1/sessions/s1/preview",
+        {"strategy": "anthropic-clear-tool-uses", "params": {"trigger": 0, "keep": 0}},
+    ).json()
+    cache = session["cache"]
+    # the first edit is message 3: the system prompt, the request and the first call stay
+    assert cache["prefix_messages"] == 3
+    assert 0 < cache["prefix_tokens"] < session["after"]["total"]
+    assert cache["rewrite_tokens"] == session["after"]["total"] - cache["prefix_tokens"]
+    assert cache["priced_as"] == "gpt-4o"
+    assert cache["prices"]["input"] == 2.5
+    before = session["before"]["total"] * 1.25 / 1e6
+    after = (cache["prefix_tokens"] * 1.25 + cache["rewrite_tokens"] * 2.5) / 1e6
+    assert cache["next_call_cost_before"] == pytest.approx(before, abs=1e-6)
+    assert cache["next_call_cost_after"] == pytest.approx(after, abs=1e-6)
+
+    stateless = post(
+        world.api(world.ingest_key),
+        "/api/v1/preview",
+        {"format": "openai-chat", "request": chat(*HISTORY), "strategy": "baseagent-prune"},
+    ).json()
+    assert stateless["cache"]["prefix_tokens"] == stateless["after"]["total"]  # nothing edited
+    assert stateless["cache"]["rewrite_tokens"] == 0
+
+
+def test_model_prices_come_from_the_settings_over_the_built_in_table(
+    world: World, settings: Any
+) -> None:
+    settings.CTXWEB_MODEL_PRICES = {"my-model": {"input": 10, "cache_read": 1}}
+    request = {**chat(*HISTORY), "model": "my-model-7b"}
+    cache = post(
+        world.api(world.ingest_key),
+        "/api/v1/preview",
+        {"format": "openai-chat", "request": request, "strategy": "baseagent-middle-out"},
+    ).json()["cache"]
+    assert cache["priced_as"] == "my-model"
+    assert cache["prices"]["cache_write"] == 10
+    assert cache["prices"]["as_of"] == "CTXWEB_MODEL_PRICES"
+    unknown = post(
+        world.api(world.ingest_key),
+        "/api/v1/preview",
+        {"format": "openai-chat", "request": {**request, "model": "x"}, "strategy": "nanobot-trim"},
+    ).json()["cache"]
+    assert unknown["next_call_cost_after"] is None
+    assert unknown["prefix_tokens"] >= 0

@@ -130,6 +130,21 @@ def test_the_page_shows_before_after_bars_edits_and_savings(world: World) -> Non
     assert "regions.css" in html
 
 
+def test_the_page_shows_the_prompt_cache_numbers_beside_before_and_after(world: World) -> None:
+    ingest(world)
+    response = page(world.login(world.owner), "/sessions/s1/preview/", **CLEAR_ALL)
+    html = response.content.decode()
+    cache = response.context["cache"]
+    # the cleared output is message 3: the three messages before it stay cached
+    assert cache["prefix_messages"] == 3
+    assert cache["rewrite_tokens"] > 0
+    assert "Prompt cache" in html
+    assert f">{cache['prefix_tokens']}</td><td>3 messages</td>" in html
+    assert f">{cache['rewrite_tokens']}</td>" in html
+    assert "gpt-4o at $2.5 input, $2.5 cache write, $1.25 cache read" in html
+    assert f"${cache['next_call_cost_after']:.4f}" in html
+
+
 def test_the_form_is_built_from_the_strategys_parameters(world: World) -> None:
     ingest(world)
     response = page(world.login(world.owner), "/sessions/s1/preview/", strategy="copaw-compact")

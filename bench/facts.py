@@ -1,0 +1,113 @@
+"""The facts a benchmark looks for, and whether a plan keeps them visible in the context.
+
+Written here, apart from the library's ``compaction.summarizers.extract_facts`` that ctxweb-auto
+uses for its digests and summaries, so a strategy is not graded by its own definition of a fact.
+A fact is one of:
+
+- a **URL** (``http://`` or ``https://`` up to a space, quote or bracket);
+- a **file path**: a token with a ``/`` and a file extension, or an absolute or ``./`` path, or a
+  bare file name with a common source or data extension (``setup.py``);
+- an **exception name**: a CamelCase word ending in ``Error``, ``Exception`` or ``Warning``;
+- an **identifier**: a snake_case name (a letter, an underscore, at least 5 characters), a
+  camelCase or PascalCase name with an inner capital, a dotted call (``os.path.join``), or a code
+  of capitals and digits (``ZFA04Y``, a reservation or ticket id).
+
+A fact of the input is **kept** when the same regexes find it in the plan's context (every text
+the model would read: system prompt, messages, tool-call arguments and tool results). What sits
+only in an artifact does not count: the model cannot read it without a tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+
+from compaction.messages.model import Context, TextPart
+
+__all__ = ["context_texts", "facts_of", "visible_share"]
+
+_URL = re.compile(r"https?://[^\s\"'<>()\[\]{}`|\\]+")
+_EXT = (
+    r"(?:py|pyi|js|jsx|ts|tsx|mjs|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|sh|bash|md|rst|"
+    r"txt|json|jsonl|yaml|yml|toml|ini|cfg|lock|html|css|scss|sql|xml|csv|proto|dockerfile|env)"
+)
+_PATH = re.compile(
+    r"(?<![\w./-])(?:(?:~|\.{1,2})?/)?(?:[\w.@+-]+/)+[\w.@+-]+"  # a/b/c or /a/b
+    r"|(?<![\w./-])[\w-][\w.-]*\." + _EXT + r"(?![\w])"  # name.ext
+)
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)\b")
+_IDENTIFIER = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+\b"  # snake_case
+    r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b"  # camelCase
+    r"|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"  # PascalCase with an inner capital
+    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?=\()"  # dotted call
+    r"|\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*[0-9])[A-Z0-9]{5,}\b"  # a code of capitals and digits
+)
+_TRAILING = ".,:;!?'\")]}>`"
+
+
+def _clean(found: Iterable[str]) -> set[str]:
+    out = set()
+    for fact in found:
+        fact = fact.rstrip(_TRAILING)
+        if len(fact) >= 3:
+            out.add(fact)
+    return out
+
+
+@functools.lru_cache(maxsize=16384)
+def facts_of(text: str) -> frozenset[str]:
+    """Every fact in ``text``, each prefixed by its kind (``url:``, ``path:``, ``error:``,
+    ``id:``) so one string found as two kinds counts twice.
+
+    Example:
+        >>> sorted(facts_of("ValueError in src/app.py, see https://x.org/a"))
+        ['error:ValueError', 'path:src/app.py', 'url:https://x.org/a']
+    """
+    urls = _clean(_URL.findall(text))
+    without_urls = _URL.sub(" ", text)
+    paths = {
+        p
+        for p in _clean(_PATH.findall(without_urls))
+        if not p.startswith("//") and any(c.isalpha() for c in p)
+    }
+    errors = _clean(_EXCEPTION.findall(text))
+    identifiers = _clean(_IDENTIFIER.findall(without_urls)) - errors
+    # a path's own parts (file_name in src/file_name.py) are not separate identifiers
+    identifiers = {i for i in identifiers if not any(i in p for p in paths)}
+    return frozenset(
+        [f"url:{u}" for u in urls]
+        + [f"path:{p}" for p in paths]
+        + [f"error:{e}" for e in errors]
+        + [f"id:{i}" for i in identifiers]
+    )
+
+
+def context_texts(context: Context) -> list[str]:
+    """Every text of ``context`` the model reads, one per part."""
+    texts = [p.text for p in context.system if isinstance(p, TextPart)]
+    for message in context.messages:
+        for part in message.parts:
+            if part.kind == "text":
+                texts.append(part.text)
+            elif part.kind == "tool_call":
+                texts.append(f"{part.name} {part.arguments}")
+            elif part.kind == "tool_result" or part.kind == "reasoning":
+                texts.append(part.text)
+    return [t for t in texts if t.strip()]
+
+
+def context_facts(context: Context) -> set[str]:
+    """Every fact of ``context``."""
+    found: set[str] = set()
+    for text in context_texts(context):
+        found |= facts_of(text)
+    return found
+
+
+def visible_share(before: Context, after: Context) -> tuple[int, int]:
+    """(facts of ``before`` still visible in ``after``, facts of ``before``)."""
+    wanted = context_facts(before)
+    seen = context_facts(after)
+    return len(wanted & seen), len(wanted)

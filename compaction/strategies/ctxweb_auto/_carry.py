@@ -1,0 +1,224 @@
+"""How ``ctxweb-auto`` keeps the facts of what it took out visible: after the steps, every fact
+of the input that the context no longer shows is written, once, into the placeholder, digest or
+summary that replaced the text holding it (the most recent one), within the tokens the target
+leaves.
+
+A shrunk tool output gets a ``facts:`` line after its pointer; a shrunk tool-call argument gets
+it inside the string that holds the pointer (the arguments stay valid JSON); a digest or summary
+gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
+When the room runs out, the oldest carriers give up their facts first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from compaction.strategies.base import Draft
+from compaction.strategies.ctxweb_auto._facts import (
+    KINDS,
+    Fact,
+    fact_line,
+    grouped_lines,
+    message_facts,
+    part_facts,
+)
+from compaction.strategies.ctxweb_auto._summaries import Sources
+from compaction.strategies.ctxweb_auto._texts import FULL_TEXT
+from compaction.strategies.outputs import with_result_text
+
+__all__ = ["carry_facts", "input_facts", "lost_facts"]
+
+
+@dataclass
+class _Carrier:
+    """One place facts can be written: a part of an edited message, or an inserted message
+    (``part`` None) with the messages it replaced."""
+
+    position: int
+    part: int | None
+    sources: Sequence[Message]
+    facts: set[Fact]
+
+
+def _visible(draft: Draft, messages: Sequence[Message]) -> set[Fact]:
+    found: set[Fact] = set()
+    for part in draft.system:
+        found |= part_facts(part)
+    for message in messages:
+        found |= message_facts(message)
+    return found
+
+
+def input_facts(draft: Draft) -> set[Fact]:
+    """Every fact of the input context (its system prompt and messages)."""
+    wanted: set[Fact] = set()
+    for part in draft.context.system:
+        wanted |= part_facts(part)
+    for message in draft.context.messages:
+        wanted |= message_facts(message)
+    return wanted
+
+
+def lost_facts(draft: Draft) -> set[Fact]:
+    """Facts of the input context that the draft no longer shows."""
+    return input_facts(draft) - _visible(draft, draft.messages)
+
+
+def _carriers(draft: Draft, inserted: Sources) -> list[_Carrier]:
+    carriers = []
+    for position, (message, origin) in enumerate(zip(draft.messages, draft.origin, strict=True)):
+        if origin is None:
+            entry = inserted.get(id(message))
+            if entry is not None and entry[0] is message:
+                carriers.append(_Carrier(position, None, entry[1], set()))
+            continue
+        original = draft.context.messages[origin]
+        if message is original or len(message.parts) != len(original.parts):
+            continue
+        for k, (now, was) in enumerate(zip(message.parts, original.parts, strict=True)):
+            if now != was and isinstance(now, ToolResultPart | ToolCallPart):
+                carriers.append(_Carrier(position, k, (Message(original.role, (was,)),), set()))
+    return carriers
+
+
+def _assign(carriers: list[_Carrier], lost: set[Fact]) -> None:
+    """Each lost fact to the most recent carrier whose sources held it."""
+    left = set(lost)
+    for carrier in reversed(carriers):
+        if not left:
+            break
+        held: set[Fact] = set()
+        for source in carrier.sources:
+            held |= message_facts(source)
+        carrier.facts = held & left
+        left -= carrier.facts
+
+
+def _with_line(message: Message, part_index: int, line: str) -> Message | None:
+    part: Part = message.parts[part_index]
+    if isinstance(part, ToolResultPart):
+        return with_result_text(message, part_index, f"{part.text}\n{line}")
+    if isinstance(part, ToolCallPart):
+        arguments = _arguments_with(part.arguments, line)
+        if arguments is None:
+            return None
+        parts = list(message.parts)
+        parts[part_index] = replace(part, arguments=arguments)
+        return replace(message, parts=tuple(parts))
+    return None
+
+
+def _arguments_with(arguments: str, line: str) -> str | None:
+    """``arguments`` with ``line`` appended to the first string value holding a pointer."""
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    done = False
+
+    def walk(value: object) -> object:
+        nonlocal done
+        if isinstance(value, str) and not done and "[EXTERNALIZED:" in value:
+            done = True
+            return f"{value}\n{line}"
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    new = walk(data)
+    if not done:
+        return None
+    compact = '": ' not in arguments and '", ' not in arguments
+    separators = (",", ":") if compact else (", ", ": ")
+    return json.dumps(new, ensure_ascii=False, separators=separators)
+
+
+def _with_block(message: Message, lines: list[str]) -> Message:
+    """An inserted digest or summary with ``lines`` before its pointer to the full text."""
+    text = message.text
+    block = "\n".join(lines)
+    marker = f"\n\n{FULL_TEXT}"
+    if marker in text:
+        head, _, tail = text.partition(marker)
+        new = f"{head}\n{block}{marker}{tail}"
+    else:
+        head, newline, last = text.rpartition("\n")
+        new = f"{head}\n{block}\n{last}" if newline else f"{text}\n{block}"
+    return replace(message, parts=(TextPart(new),))
+
+
+def _rank(fact: Fact) -> tuple[int, str]:
+    # what a model needs most when room runs short: errors, files, urls, then names
+    order = ("errors", "files", "urls", "names")
+    return (order.index(fact[0]) if fact[0] in order else len(KINDS), fact[1])
+
+
+def _render(carrier: _Carrier, message: Message, facts: list[Fact]) -> Message | None:
+    if carrier.part is None:
+        lines = grouped_lines(carrier.sources, facts)
+        return _with_block(message, lines) if lines else None
+    line = fact_line(facts)
+    return _with_line(message, carrier.part, line) if line else None
+
+
+def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple[int, int, int]:
+    """Write the facts the draft lost into the carriers that replaced them, most recent first,
+    spending at most ``room`` tokens. Returns (the new total, facts still lost, facts of the
+    input)."""
+    wanted = input_facts(draft)
+    lost = wanted - _visible(draft, draft.messages)
+    if not lost:
+        return total, 0, len(wanted)
+    carriers = _carriers(draft, inserted)
+    _assign(carriers, lost)
+    carried = 0
+    for carrier in reversed(carriers):
+        if not carrier.facts or room <= 0:
+            continue
+        message = draft.messages[carrier.position]
+        facts = sorted(carrier.facts, key=_rank)
+        before = draft.tokens(message)
+        new = _render(carrier, message, facts)
+        if new is None:
+            continue
+        cost = draft.tokens(new) - before
+        if cost > room:
+            # the most a part of the line buys: the highest-ranked facts that fit
+            lo, hi, best = 0, len(facts), None
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                trial = _render(carrier, message, facts[:mid])
+                if trial is not None and draft.tokens(trial) - before <= room:
+                    lo, best = mid, trial
+                else:
+                    hi = mid - 1
+            if best is None:
+                continue
+            new, facts = best, facts[:lo]
+            cost = draft.tokens(new) - before
+        draft.messages[carrier.position] = new
+        _record(draft, carrier, cost, len(facts))
+        room -= cost
+        total += cost
+        carried += len(facts)
+    return total, len(lost) - carried, len(wanted)
+
+
+def _record(draft: Draft, carrier: _Carrier, cost: int, count: int) -> None:
+    """The edit that made or shrank the carrier now reports what the context holds."""
+    origin = draft.origin[carrier.position]
+    index = origin if origin is not None else carrier.position
+    for k in range(len(draft.edits) - 1, -1, -1):
+        edit = draft.edits[k]
+        inserted = edit.kind == "insert-summary"
+        if inserted != (origin is None):
+            continue
+        if edit.message_index == index and edit.part_index == carrier.part:
+            detail = f"{edit.detail}; carries {count} facts"
+            draft.edits[k] = replace(edit, tokens_after=edit.tokens_after + cost, detail=detail)
+            return

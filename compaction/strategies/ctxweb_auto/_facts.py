@@ -1,0 +1,197 @@
+"""The facts ``ctxweb-auto`` keeps visible when it takes text out of a context, and the lines
+that carry them.
+
+A fact is a file path, an exception name, a URL or an identifier (a snake_case, camelCase or
+PascalCase name, a dotted call, or a code of capitals and digits such as a ticket, flight or
+reservation id). Unlike the summarizer's sample (:func:`compaction.summarizers.extract_facts`,
+capped per kind), every fact is found, so a placeholder, digest or summary can carry every fact
+of what it replaced that the rest of the context no longer shows, each once.
+
+A carried fact is written as readable text the model can use: one ``facts:`` line of kinds
+(``files``, ``errors``, ``urls``, ``names``), or, for several tool calls at once, one line per
+file the calls worked on with the facts found around it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Sequence
+
+from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
+
+__all__ = [
+    "KINDS",
+    "Fact",
+    "fact_line",
+    "grouped_lines",
+    "message_facts",
+    "part_facts",
+    "text_facts",
+]
+
+#: A fact: (kind, text). The kinds, in the order a line lists them.
+Fact = tuple[str, str]
+KINDS = ("files", "errors", "urls", "names")
+
+_URL = re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}`|\\,]+")
+_EXTENSIONS = (
+    "py|pyi|ipynb|js|jsx|ts|tsx|mjs|cjs|go|rs|java|kt|scala|c|h|cc|cpp|hpp|rb|php|cs|swift|sh|"
+    "bash|zsh|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|conf|lock|html|css|scss|sql|xml|csv|"
+    "proto|dockerfile|env|log|pony|lua|r|pl|ex|exs|vue|svelte"
+)
+_PATH = re.compile(
+    r"(?<![\w./@+-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*"
+    r"|(?<![\w./@+-])[\w-][\w.-]*\.(?:" + _EXTENSIONS + r")(?![\w])",
+    re.IGNORECASE,
+)
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)\b")
+_NAME = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+_?\b"  # snake_case (and SCREAMING_CASE)
+    r"|\b[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b"  # camelCase
+    r"|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"  # PascalCase with an inner capital
+    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?=\()"  # a dotted call: os.path.join(
+    r"|\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*[0-9])[A-Z0-9]{5,}\b"  # a code: HAT001, ZFA04Y
+)
+_TRAILING = ".,:;!?'\")]}>`"
+
+
+def _cleaned(found: Iterable[str]) -> list[str]:
+    out = []
+    for fact in found:
+        fact = fact.rstrip(_TRAILING)
+        if len(fact) >= 3:
+            out.append(fact)
+    return list(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=65_536)
+def text_facts(text: str) -> frozenset[Fact]:
+    """Every fact in ``text``.
+
+    Example:
+        >>> sorted(text_facts("ValueError in src/app.py from load_config, see https://x.org/a"))
+        [('errors', 'ValueError'), ('files', 'src/app.py'), ('names', 'load_config'), \
+('urls', 'https://x.org/a')]
+    """
+    if not text:
+        return frozenset()
+    urls = _cleaned(_URL.findall(text))
+    rest = _URL.sub(" ", text) if urls else text
+    paths = [
+        p
+        for p in _cleaned(_PATH.findall(rest))
+        if not p.startswith("//") and any(c.isalpha() for c in p)
+    ]
+    errors = _cleaned(_EXCEPTION.findall(rest))
+    taken = set(errors)
+    names = [n for n in _cleaned(_NAME.findall(rest)) if n not in taken]
+    if paths and names:
+        # a path's own parts (file_name in src/file_name.py) are carried by the path
+        joined = "\n".join(paths)
+        names = [n for n in names if n not in joined]
+    return frozenset(
+        [("urls", u) for u in urls]
+        + [("files", p) for p in paths]
+        + [("errors", e) for e in errors]
+        + [("names", n) for n in names]
+    )
+
+
+def part_facts(part: Part) -> frozenset[Fact]:
+    """The facts a model reads in one part (text, a tool call's name and arguments, a tool
+    result's text)."""
+    if isinstance(part, TextPart):
+        return text_facts(part.text)
+    if isinstance(part, ToolCallPart):
+        return text_facts(f"{part.name} {part.arguments}")
+    if isinstance(part, ToolResultPart):
+        return text_facts(part.text)
+    return frozenset()
+
+
+def message_facts(message: Message) -> frozenset[Fact]:
+    """The facts of every part of ``message``."""
+    if len(message.parts) == 1:
+        return part_facts(message.parts[0])
+    found: set[Fact] = set()
+    for part in message.parts:
+        found |= part_facts(part)
+    return frozenset(found)
+
+
+def _ordered(facts: Iterable[Fact]) -> list[Fact]:
+    return sorted(set(facts), key=lambda f: (KINDS.index(f[0]), f[1]))
+
+
+def fact_line(facts: Iterable[Fact], label: str = "facts") -> str:
+    """One line listing ``facts`` by kind, files first.
+
+    Example:
+        >>> fact_line([("names", "load_config"), ("files", "src/app.py")])
+        'facts: files src/app.py; names load_config'
+    """
+    by_kind: dict[str, list[str]] = {}
+    for kind, text in _ordered(facts):
+        by_kind.setdefault(kind, []).append(text)
+    if not by_kind:
+        return ""
+    return f"{label}: " + "; ".join(f"{k} {', '.join(v)}" for k, v in by_kind.items())
+
+
+def _call_file(call: ToolCallPart) -> str | None:
+    """The first file a tool call's arguments name (``path``, ``file_path``... or any path)."""
+    try:
+        data = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        for key in ("file_path", "path", "filename", "file", "notebook_path"):
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    files = sorted(f for k, f in text_facts(call.arguments) if k == "files")
+    return files[0] if files else None
+
+
+def grouped_lines(messages: Sequence[Message], facts: Iterable[Fact]) -> list[str]:
+    """``facts`` (found in ``messages``) as lines grouped by the file each tool call worked on:
+    ``- <file>: <facts of the call and its output>``, then one ``facts:`` line for the rest.
+
+    Example:
+        >>> from compaction.messages.model import ToolCallPart, ToolResultPart
+        >>> call = ToolCallPart("c1", "read", '{"path": "src/app.py"}')
+        >>> out = ToolResultPart("c1", (TextPart("def load_config(): raise KeyError"),))
+        >>> grouped_lines([Message("assistant", (call,)), Message("tool", (out,))],
+        ...               [("files", "src/app.py"), ("names", "load_config")])
+        ['- src/app.py: names load_config']
+    """
+    wanted = set(facts)
+    files: dict[str, set[Fact]] = {}
+    call_files: dict[str, str] = {}
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                path = _call_file(part)
+                if path is not None:
+                    call_files[part.id] = path
+                    files.setdefault(path, set()).update(part_facts(part) & wanted)
+            elif isinstance(part, ToolResultPart) and part.tool_call_id in call_files:
+                files[call_files[part.tool_call_id]].update(part_facts(part) & wanted)
+    lines = []
+    placed: set[Fact] = set()
+    for path, found in files.items():
+        found = found - placed - {("files", path)}
+        # the file itself is listed as the group's head
+        head = ("files", path) in wanted and ("files", path) not in placed
+        if not found and not head:
+            continue
+        placed |= found
+        if head:
+            placed.add(("files", path))
+        lines.append(f"- {path}: {fact_line(found, label='')[2:]}".rstrip(": "))
+    rest = wanted - placed
+    if rest:
+        lines.append(fact_line(rest))
+    return lines

@@ -1,0 +1,130 @@
+"""ctxweb-auto spends its budget and keeps the facts visible: it lands between 90% and 100% of
+its target when the floor allows, never above it, and what it takes out leaves its paths,
+names, errors and URLs readable in the placeholder, digest or summary that replaced it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction.strategies import get_strategy
+from compaction.strategies.base import render_message
+from compaction.strategies.ctxweb_auto._facts import message_facts, part_facts
+from compaction.turns import orphans
+from tests.support.messages import a, atc, ctx, sys, t, u
+
+
+def _session(turns=12, size=1500):
+    """An agent session: each user turn reads one file whose output holds a few facts."""
+    messages = [sys("You are an agent.")]
+    for i in range(turns):
+        messages += [
+            u(f"step {i}: look at the module"),
+            atc(f"c{i}", name="read", args=json.dumps({"path": f"src/pkg/mod_{i}.py"})),
+            t(
+                f"c{i}",
+                f"def handler_{i}(request):\n    raise Lookup{i}Error('see https://ex.org/{i}')\n"
+                + "filler text without facts. " * (size // 27),
+            ),
+            a(f"done with step {i}"),
+        ]
+    return ctx(*messages)
+
+
+def _one_turn(calls=12, size=1500):
+    """One request driving every tool call, as in most agent sessions."""
+    messages = [sys("You are an agent."), u("fix the failing tests")]
+    for i in range(calls):
+        messages += [
+            atc(f"c{i}", name="read", args=json.dumps({"path": f"lib/part_{i}.py"})),
+            t(f"c{i}", f"class Widget{i}Store:\n    load_item_{i}()\n" + "plain words. " * size),
+        ]
+    return ctx(*messages)
+
+
+def _facts(context):
+    found = set()
+    for part in context.system:
+        found |= part_facts(part)
+    for message in context.messages:
+        found |= message_facts(message)
+    return found
+
+
+@pytest.mark.parametrize("build", [_session, lambda: _one_turn(calls=40, size=40)])
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.7])
+def test_it_lands_between_90_and_100_percent_of_the_target(counter, build, fraction):
+    context = build()
+    strategy = get_strategy("ctxweb-auto")
+    total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
+    target = int(total * fraction)
+    plan = strategy.plan(context, {"target_tokens": target}, counter=counter)
+    assert 0.9 * target <= plan.after.total <= target
+    assert orphans(plan.context.messages).ok
+
+
+@pytest.mark.parametrize("target", [300, 700, 1500, 2600, 4000])
+def test_it_never_goes_over_the_target_nor_splits_a_tool_pair(counter, target):
+    plan = get_strategy("ctxweb-auto").plan(
+        _session(turns=6, size=600), {"target_tokens": target}, counter=counter
+    )
+    if plan.after.total > target:
+        # only when even the floor is above it, and then it says so
+        assert any("remain above the target" in w for w in plan.warnings)
+    assert orphans(plan.context.messages).ok
+
+
+def test_every_fact_of_a_removed_output_stays_visible_in_its_placeholder(counter):
+    context = _session()
+    before = _facts(context)
+    plan = get_strategy("ctxweb-auto").plan(
+        context, {"target_tokens": 3000, "max_step": "prune"}, counter=counter
+    )
+    assert plan.after.total <= 3000
+    assert before <= _facts(plan.context)
+    placeholders = [
+        render_message(m)
+        for m in plan.context.messages
+        if m.tool_results
+        if "[EXTERNALIZED:" in render_message(m)
+    ]
+    assert placeholders
+    for text in placeholders:
+        assert "facts: " in text
+
+
+def test_a_fact_the_context_still_shows_is_not_repeated(counter):
+    context = _session()
+    plan = get_strategy("ctxweb-auto").plan(
+        context, {"target_tokens": 3000, "max_step": "prune"}, counter=counter
+    )
+    text = "\n".join(
+        p.text for m in plan.context.messages for p in m.parts if p.kind != "tool_call"
+    )
+    # each path shows in the call's arguments, kept verbatim: no placeholder lists it again
+    for i in range(12):
+        assert f"src/pkg/mod_{i}.py" not in text
+        assert text.count(f"Lookup{i}Error") == 1
+
+
+def test_the_oldest_steps_of_a_one_turn_session_become_one_digest_with_their_facts(counter):
+    context = _one_turn(calls=20, size=400)
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 2500}, counter=counter)
+    assert plan.after.total <= 2500
+    messages = plan.context.messages
+    assert messages[1] == context.messages[1]  # the request stays verbatim
+    assert "digest of earlier steps of this turn" in messages[2].text
+    assert "- lib/part_0.py: " in messages[2].text
+    assert messages[-2:] == context.messages[-2:]  # the last tool exchange too
+    assert orphans(messages).ok
+    assert _facts(context) <= _facts(plan.context)
+
+
+def test_it_is_deterministic(counter):
+    context = _session(turns=10, size=2000)
+    params = {"target_tokens": 2200}
+    first = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
+    second = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
+    assert first.context == second.context
+    assert first.edits == second.edits
