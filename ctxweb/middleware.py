@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -12,6 +13,8 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+
+from ctxweb import bodies
 
 logger = logging.getLogger("django.request")
 
@@ -191,6 +194,45 @@ def _error(status: int, code: str, message: str, fields: dict[str, str]) -> Json
     return JsonResponse(
         {"error": {"code": code, "message": message, "fields": fields}}, status=status
     )
+
+
+#: The paths whose bodies may come compressed (the OTLP receiver inflates its own, answering in
+#: OTLP's shape): the REST API, its imports among them, and Langfuse's batch ingestion.
+COMPRESSED_PATHS = ("/api/v1/", "/api/public/ingestion")
+
+
+class ContentEncodingMiddleware:
+    """Inflate a body sent with ``Content-Encoding: gzip``, ``deflate`` or ``zstd`` on
+    :data:`COMPRESSED_PATHS` before anything reads it, up to ``CTXWEB_MAX_REQUEST_BYTES`` once
+    inflated (413 past it, never a decompression bomb; 415 for another encoding, 400 for a body
+    that is not what its encoding says). Views then see the body as if it was sent plain."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+        if encoding in ("", "identity") or not request.path.startswith(COMPRESSED_PATHS):
+            return self.get_response(request)
+        limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        try:
+            body = bodies.inflate(request.body, encoding, limit)
+        except bodies.TooLarge:
+            what = f"The request body inflates past {limit} bytes"
+            return HttpResponse(
+                _too_large_body(what, limit), status=413, content_type="application/json"
+            )
+        except bodies.UnsupportedEncoding as error:
+            return _error(
+                415, "unsupported_encoding", f"{error}.", {"Content-Encoding": str(error)}
+            )
+        except bodies.BadBody as error:
+            return _error(400, "parse_error", f"{error}.", {"body": str(error)})
+        request._body = body  # what request.body, DRF's parsers and multipart read from now on
+        request._stream = io.BytesIO(body)
+        request.META["CONTENT_LENGTH"] = str(len(body))
+        del request.META["HTTP_CONTENT_ENCODING"]
+        return self.get_response(request)
 
 
 class NulCharacterMiddleware:

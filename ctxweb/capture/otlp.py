@@ -1,7 +1,7 @@
 """OTLP/HTTP traces in and out: an ``ExportTraceServiceRequest`` (protobuf, or OTLP JSON with hex
-ids) decoded into :class:`~compaction.telemetry.Span` values, gzip bodies inflated under a cap,
-and the answers OTLP clients expect (``ExportTraceServiceResponse`` with ``partial_success``, or a
-``google.rpc.Status`` for an error) in the request's encoding.
+ids) decoded into :class:`~compaction.telemetry.Span` values, compressed bodies inflated under a
+cap, and the answers OTLP clients expect (``ExportTraceServiceResponse`` with
+``partial_success``, or a ``google.rpc.Status`` for an error) in the request's encoding.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -17,6 +16,8 @@ from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from ctxweb import bodies
+from ctxweb.bodies import TooLarge as TooLarge  # what a view catches
 from ctxweb.contexts.services.capture import Span, SpanEvent
 
 PROTOBUF = "application/x-protobuf"
@@ -32,26 +33,14 @@ class BadExport(ValueError):
     """The body is not an export this receiver can read (the message says why)."""
 
 
-class TooLarge(ValueError):
-    """The body inflates past the size cap."""
-
-
 def inflate(body: bytes, encoding: str, limit: int) -> bytes:
-    """``body`` as sent, decompressed for ``Content-Encoding: gzip`` (or ``deflate``) up to
-    ``limit`` bytes: :class:`TooLarge` past it (never a decompression bomb)."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "deflate"):
-        raise BadExport(f"unsupported Content-Encoding {encoding!r}; send gzip or none")
-    inflater = zlib.decompressobj(zlib.MAX_WBITS | (16 if encoding == "gzip" else 0))
+    """``body`` as sent, decompressed for ``Content-Encoding: gzip``, ``deflate`` or ``zstd`` up
+    to ``limit`` bytes (:func:`ctxweb.bodies.inflate`): :class:`TooLarge` past it (never a
+    decompression bomb), :class:`BadExport` if it is not what its encoding says."""
     try:
-        data = inflater.decompress(body, limit + 1)
-    except zlib.error as error:
-        raise BadExport(f"the body is not valid {encoding} ({error})") from None
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise TooLarge(f"the body inflates past {limit} bytes")
-    return data
+        return bodies.inflate(body, encoding, limit)
+    except bodies.BadBody as error:
+        raise BadExport(str(error)) from None
 
 
 # --- protobuf ------------------------------------------------------------------------------------

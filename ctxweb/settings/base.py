@@ -74,6 +74,7 @@ MIDDLEWARE = [
     "ctxweb.middleware.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "ctxweb.middleware.BodySizeLimitMiddleware",
+    "ctxweb.middleware.ContentEncodingMiddleware",
     "ctxweb.middleware.NulCharacterMiddleware",
     "ctxweb.middleware.ApiNotFoundMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
