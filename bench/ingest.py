@@ -18,7 +18,11 @@ file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
    parsed with :mod:`compaction.transcripts` and ingested turn by turn (time: ``turn_ingest``);
 3. tokens encoded (``TokenCounter.encoded_tokens``) against the tokens of the distinct messages,
    and bytes of the ``contexts_*`` tables (SQLite ``dbstat``, PostgreSQL
-   ``pg_total_relation_size``) against the bytes of distinct content (canonical JSON).
+   ``pg_total_relation_size``) against the bytes of distinct content (canonical JSON);
+4. end to end through HTTP (:mod:`endtoend`): a session of ``--http-turns`` growing to
+   ``--http-tokens`` posted to a live daphne on the backend, each late turn's latency at the
+   client against ``json.loads`` of the same bytes in the same run (``--profile-http``: where the
+   server's time goes, sampled by py-spy).
 
 Results go to ``docs/benchmarks.md`` under ``## Ingest`` (the other sections are kept).
 """
@@ -64,6 +68,10 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="write a cProfile of the session's turns to this file")
+    parser.add_argument("--http-turns", type=int, default=260)
+    parser.add_argument("--http-tokens", type=int, default=180_000)
+    parser.add_argument("--no-http", action="store_true")
+    parser.add_argument("--profile-http", action="store_true")
     args = parser.parse_args()
     if args.worker:
         result = run_worker(args)
@@ -72,6 +80,8 @@ def main() -> None:
     results = {}
     for backend in args.backends.split(","):
         results[backend] = run_backend(backend, args)
+        if not args.no_http:
+            results[backend]["http"] = run_http(backend, args)
     (Path(tempfile.gettempdir()) / "ctxweb-bench-ingest.json").write_text(json.dumps(results))
     report = render(results, args)
     print(report)
@@ -116,6 +126,34 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                 with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
                     conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The late turns of a session through a live server on ``backend``."""
+    from endtoend import late_turns_over_http
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+    from ctxweb.contexts.demo import coding_session
+
+    bodies = [
+        json.dumps(b).encode()
+        for b in coding_session(args.http_turns, seed=args.seed, target_tokens=args.http_tokens)
+    ]
+    url = None
+    if backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+        url = postgres_admin_url().rsplit("/", 1)[0] + f"/{BENCH_DB}"
+    progress(f"[{backend}] through HTTP: {len(bodies)} turns")
+    try:
+        return late_turns_over_http(bodies, late=LATE, database_url=url, profile=args.profile_http)
+    finally:
+        if url is not None:
+            with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
 
 
 # --- the worker: one backend, in its own process -------------------------------------------
@@ -459,6 +497,35 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         "JSON for this session; ctxweb stores each distinct message once and each turn as a delta "
         "of message ids.",
     ]
+    if all("http" in r for r in results.values()):
+        lines += [
+            "",
+            f"**Through HTTP**: `coding_session({args.http_turns}, seed={args.seed}, "
+            f"target_tokens={args.http_tokens})` posted turn after turn to one live "
+            "`daphne ctxweb.asgi:application` over a keep-alive connection (the embedded shape on "
+            "SQLite; on PostgreSQL the same server with `DATABASE_URL`), rate limits off. Latency "
+            f"of the last {LATE} turns at the client, against `json.loads` of the same bytes "
+            "timed in the same loop (target: median latency ≤ 3 × json.loads).",
+            "",
+            "| backend | final tokens | body | late turn median / p95 | json.loads median "
+            "| latency / json.loads |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in results.values():
+            h = r["http"]
+            lines.append(
+                f"| {r['database']} | {h['tokens']:,} | {h['body_mb']:.2f} MB | "
+                f"{h['late_median_ms']:.1f} / {h['late_p95_ms']:.1f} ms | "
+                f"{h['json_loads_ms']:.2f} ms | **{h['ratio']:.1f}×** |"
+            )
+        for r in results.values():
+            if r["http"]["hottest"]:
+                lines += [
+                    "",
+                    f"Where the server's time goes ({r['database']}, py-spy, inclusive):",
+                    "",
+                ]
+                lines += [f"- {share:.0%} `{frame}`" for frame, share in r["http"]["hottest"]]
     transcripts = next(iter(results.values())).get("transcripts") or {}
     if transcripts.get("files"):
         t = transcripts

@@ -107,6 +107,7 @@ def server_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         "DEBUG": "0",
         "CTXWEB_RATE_LIMIT": "",
         "CTXWEB_RATE_LIMIT_COSTLY": "",
+        "CTXWEB_DB_POOL": "1" if args.db_pool else "0",
         "PYTHONUNBUFFERED": "1",
     }
 
@@ -133,12 +134,15 @@ def setup_project(env: dict[str, str]) -> str:
 @dataclass
 class Tally:
     latencies: list[float] = field(default_factory=list)
+    #: Bytes of each answered request's body, in step with ``latencies``.
+    sizes: list[int] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def ok(self, seconds: float) -> None:
+    def ok(self, seconds: float, size: int = 0) -> None:
         with self.lock:
             self.latencies.append(seconds)
+            self.sizes.append(size)
 
     def error(self, what: str) -> None:
         with self.lock:
@@ -185,32 +189,46 @@ class Shared:
     key: str
     ports: list[int]
     stop: threading.Event
+    bodies: list[list[bytes]]
     live: list[str] = field(default_factory=list)
     ingest: Tally = field(default_factory=Tally)
     chart: Tally = field(default_factory=Tally)
     sessions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
 
-def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sticky: bool) -> None:
+def sessions_serialized(args: argparse.Namespace) -> list[list[bytes]]:
+    """The sessions the agents replay (each under a new id), serialized once before the phases:
+    the client threads share one interpreter with the bench, and encoding a 150K-token body in
+    Python per post would make them, not the servers, the bottleneck."""
     from ctxweb.contexts.demo import coding_session
 
+    count = args.clients * 2
+    progress(f"generating {count} sessions of {args.turns} turns ({args.target_tokens:,} tokens)")
+    return [
+        [
+            json.dumps(body).encode()
+            for body in coding_session(
+                args.turns, seed=seed, target_tokens=args.target_tokens, compact_at=None
+            )[args.from_turn :]
+        ]
+        for seed in range(1, count + 1)
+    ]
+
+
+def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sticky: bool) -> None:
     connections = Connections(shared.ports)
     posts = itertools.count(client)
     try:
         while not shared.stop.is_set():
             number = next(shared.sessions)
             external_id = f"{re.sub(r'[^a-z]+', '-', phase)}{number}"
-            bodies = coding_session(
-                args.turns, seed=number, target_tokens=args.target_tokens, compact_at=None
-            )
             shared.live.append(external_id)
-            for body in bodies:
+            for payload in shared.bodies[number % len(shared.bodies)]:
                 if shared.stop.is_set():
                     return
                 port = shared.ports[
                     client % len(shared.ports) if sticky else next(posts) % len(shared.ports)
                 ]
-                payload = json.dumps(body).encode()
                 started = time.perf_counter()
                 try:
                     status, _ = connections.request(
@@ -220,7 +238,7 @@ def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sti
                     shared.ingest.error(type(error).__name__)
                     continue
                 if status in (200, 201):
-                    shared.ingest.ok(time.perf_counter() - started)
+                    shared.ingest.ok(time.perf_counter() - started, len(payload))
                 else:
                     shared.ingest.error(str(status))
     finally:
@@ -261,10 +279,17 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 def run_phase(
-    args: argparse.Namespace, key: str, ports: list[int], name: str, *, sticky: bool, readers: int
+    args: argparse.Namespace,
+    key: str,
+    ports: list[int],
+    name: str,
+    *,
+    sticky: bool,
+    readers: int,
+    bodies: list[list[bytes]],
 ) -> dict[str, Any]:
     progress(f"phase {name}: {args.clients} clients, {readers} chart readers, {args.seconds} s")
-    shared = Shared(key=key, ports=ports, stop=threading.Event())
+    shared = Shared(key=key, ports=ports, stop=threading.Event(), bodies=bodies)
     threads = [
         threading.Thread(target=agent, args=(shared, args, c, name, sticky), daemon=True)
         for c in range(args.clients)
@@ -273,13 +298,16 @@ def run_phase(
     for thread in threads:
         thread.start()
     time.sleep(args.warmup)
-    shared.ingest.latencies.clear()
-    shared.chart.latencies.clear()
+    with shared.ingest.lock, shared.chart.lock:
+        shared.ingest.latencies.clear()
+        shared.ingest.sizes.clear()
+        shared.chart.latencies.clear()
     started = time.perf_counter()
     time.sleep(args.seconds)
     with shared.ingest.lock, shared.chart.lock:
         elapsed = time.perf_counter() - started
         ingest = list(shared.ingest.latencies)
+        sent = sum(shared.ingest.sizes)
         chart = list(shared.chart.latencies)
     shared.stop.set()
     for thread in threads:
@@ -291,6 +319,8 @@ def run_phase(
         "seconds": elapsed,
         "turns": len(ingest),
         "turns_per_second": len(ingest) / elapsed,
+        "megabytes_per_second": sent / elapsed / 1e6,
+        "mean_body_kb": sent / max(1, len(ingest)) / 1e3,
         "ingest": percentiles(ingest),
         "ingest_errors": dict(shared.ingest.errors),
         "charts": len(chart),
@@ -334,16 +364,20 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         "",
         f"**Setup**: {args.servers} × `daphne ctxweb.asgi:application` on loopback ports (no proxy:"
         f" clients spread requests over the ports), PostgreSQL database `{LOAD_DB}` (created,"
-        f" migrated, dropped after), {redis}, `CONN_MAX_AGE=0`, rate limits off. {args.clients}"
+        f" migrated, dropped after), {redis}, `CONN_MAX_AGE=0`, "
+        + ("a connection pool per process (`CTXWEB_DB_POOL=1`)" if args.db_pool else "no pool")
+        + f", rate limits off. {args.clients}"
         f" client threads each play a coding agent: `coding_session({args.turns},"
-        f" target_tokens={args.target_tokens:,})` posted turn after turn (keep-alive HTTP), then a"
-        f" new session; bodies grow to ~{args.target_tokens // 1000}K tokens. Each phase runs"
+        f" target_tokens={args.target_tokens:,})`"
+        + (f" from its turn {args.from_turn}" if args.from_turn else "")
+        + " posted turn after turn (keep-alive HTTP; the bodies serialized before the phases), then"
+        f" a new session; bodies grow to ~{args.target_tokens // 1000}K tokens. Each phase runs"
         f" {args.seconds} s after {args.warmup} s of warm-up; latency is the client's (whole"
         " request on loopback); p50 / p95 / p99.",
         "",
-        "| phase | ingest turns/s | ingest p50 / p95 / p99 | ingest errors"
-        " | chart GETs/s | chart p50 / p95 / p99 | chart errors |",
-        "|---|---|---|---|---|---|---|",
+        "| phase | ingest turns/s | bodies MB/s (mean body) | ingest p50 / p95 / p99"
+        " | ingest errors | chart GETs/s | chart p50 / p95 / p99 | chart errors |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         chart = (
@@ -354,15 +388,17 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         lines.append(
             f"| {r['phase']} ({r['clients']} clients"
             + (f", {r['readers']} chart readers" if r["readers"] else "")
-            + f") | **{r['turns_per_second']:.1f}** ({r['turns']:,} turns) | {ms(r['ingest'])}"
+            + f") | **{r['turns_per_second']:.1f}** ({r['turns']:,} turns)"
+            f" | {r['megabytes_per_second']:.1f} ({r['mean_body_kb']:.0f} KB) | {ms(r['ingest'])}"
             f" | {sum(r['ingest_errors'].values())} | {chart} |"
         )
     lines += [
         "",
         "Round robin sends each post to the next process, so the previous turn of a session was"
-        " usually written by another process and the per-process ingest cache misses (the"
-        " slow path rebuilds the previous turn's message ids from the database); sticky keeps a"
-        " client on one process, as a proxy with session affinity would (see `docs/deploy.md`)."
+        " usually written by another process: that process remembers an earlier turn of the"
+        " session and takes what it knows from there (the messages since are looked up, the"
+        " previous turn's ids rebuilt from the deltas since); sticky keeps a client on one"
+        " process, as a proxy with session affinity would (see `docs/deploy.md`)."
         " The chart readers fetch whole sessions of up to"
         f" {args.turns} turns while they grow.",
         "",
@@ -390,8 +426,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=5)
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--target-tokens", type=int, default=50_000)
+    parser.add_argument("--target-tokens", type=int, default=150_000)
+    parser.add_argument(
+        "--from-turn",
+        type=int,
+        default=0,
+        help="agents start each session at this turn (its first post holds the context so far)",
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--db-pool", action="store_true", help="CTXWEB_DB_POOL=1 on the servers")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
@@ -412,10 +455,23 @@ def main() -> None:
             for server in servers:
                 server.wait_ready()
             ports = [s.port for s in servers if s.port is not None]
+            bodies = sessions_serialized(args)
             results = [
-                run_phase(args, key, ports, "ingest, round robin", sticky=False, readers=0),
-                run_phase(args, key, ports, "ingest, sticky", sticky=True, readers=0),
-                run_phase(args, key, ports, "ingest + chart", sticky=False, readers=args.readers),
+                run_phase(
+                    args, key, ports, "ingest, round robin", sticky=False, readers=0, bodies=bodies
+                ),
+                run_phase(
+                    args, key, ports, "ingest, sticky", sticky=True, readers=0, bodies=bodies
+                ),
+                run_phase(
+                    args,
+                    key,
+                    ports,
+                    "ingest + chart",
+                    sticky=False,
+                    readers=args.readers,
+                    bodies=bodies,
+                ),
             ]
             for server in servers:
                 server.stop()

@@ -252,7 +252,7 @@ class ToolScan:
 
     Attributes:
         count: how many leading messages were scanned.
-        pending: call ids still waiting for a result, each with the indexes of its calls.
+        pending: call ids still waiting for a result, each with the indexes of its calls, by id.
         results: results that found no call.
     """
 
@@ -305,7 +305,7 @@ def tool_scan(messages: Sequence[Message], start: ToolScan | None = None) -> Too
                     results.append(OrphanRef(rid, i))
     return ToolScan(
         max(begin, len(messages)),
-        tuple((cid, tuple(idxs)) for cid, idxs in pending.items() if idxs),
+        tuple(sorted((cid, tuple(idxs)) for cid, idxs in pending.items() if idxs)),
         tuple(results),
     )
 

@@ -1,0 +1,114 @@
+"""Late turns through HTTP, what an agent pays: one live ``daphne ctxweb.asgi:application``
+(the embedded shape on SQLite, or PostgreSQL), a coding session posted turn after turn over one
+keep-alive connection, each late turn's latency at the client against a ``json.loads`` of the
+same bytes, timed in the same loop. Used by ``bench/ingest.py``; ``--profile`` samples the
+server with py-spy while the late turns run and gives where its time goes.
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
+
+
+def late_turns_over_http(
+    bodies: list[bytes], *, late: int, database_url: str | None = None, profile: bool = False
+) -> dict[str, Any]:
+    """Post ``bodies`` (one session's turns, JSON) to a fresh server; the last ``late`` turns'
+    latency, ``json.loads`` of the same bytes, and (with ``profile``) the server's hottest frames.
+    """
+    data = Path(tempfile.mkdtemp(prefix="ctxweb-e2e-"))
+    extra = {"CTXWEB_RATE_LIMIT": ""}
+    if database_url:
+        extra["DATABASE_URL"] = database_url
+    env = embedded_env(data, **extra)
+    key = create_key(env, role="ingest")
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    latencies: list[float] = []
+    decodes: list[float] = []
+    sampler = None
+    try:
+        with daphne(env) as server:
+            conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
+            for index, body in enumerate(bodies):
+                if profile and index == len(bodies) - late:
+                    sampler = _py_spy(server.process.pid, data / "profile.raw")
+                started = time.perf_counter()
+                conn.request("POST", "/api/v1/sessions/e2e/turns", body=body, headers=headers)
+                answer = conn.getresponse()
+                reply = answer.read()
+                elapsed = time.perf_counter() - started
+                if answer.status != 201:
+                    raise RuntimeError(f"turn {index}: {answer.status} {reply[:300]!r}")
+                if index >= len(bodies) - late:
+                    latencies.append(elapsed)
+                    started = time.perf_counter()
+                    json.loads(body)
+                    decodes.append(time.perf_counter() - started)
+            if sampler is not None:
+                sampler.terminate()
+                sampler.wait(timeout=30)
+            conn.close()
+        tokens = json.loads(reply)["total_tokens"]
+    finally:
+        hottest = _hottest(data / "profile.raw") if profile else []
+        shutil.rmtree(data, ignore_errors=True)
+    latency, decode = statistics.median(latencies), statistics.median(decodes)
+    ordered = sorted(latencies)
+    return {
+        "tokens": tokens,
+        "body_mb": len(bodies[-1]) / 1e6,
+        "late_median_ms": latency * 1000,
+        "late_p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000,
+        "json_loads_ms": decode * 1000,
+        "ratio": latency / decode,
+        "hottest": hottest,
+    }
+
+
+def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        print("py-spy not installed: no profile", file=sys.stderr)
+        return None
+    command = [spy, "record", "-p", str(pid), "-r", "400", "--format", "raw", "-o", str(out)]
+    process = subprocess.Popen(
+        [*command, "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    time.sleep(1.0)  # attached before the first sampled turn
+    return process
+
+
+def _hottest(raw: Path, count: int = 12) -> list[tuple[str, float]]:
+    """The frames the server spent most samples in (inclusive, idle excluded), as shares."""
+    if not raw.exists():
+        return []
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, number = line.rpartition(" ")
+        if not number.isdigit():
+            continue
+        frames = stack.split(";")
+        if any("select (selectors.py" in f or "Condition.wait" in f for f in frames[-2:]):
+            continue  # waiting, not working
+        total += int(number)
+        for frame in set(frames):
+            if "(ctxweb/" in frame or "(compaction/" in frame or "msgspec" in frame:
+                inclusive[frame] += int(number)
+    return [(frame, n / max(1, total)) for frame, n in inclusive.most_common(count)]
