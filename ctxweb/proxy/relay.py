@@ -213,9 +213,11 @@ def _prepare(**call: Any) -> Any:
         close_old_connections()
 
 
-def recording_idle(timeout: float = 30) -> None:
-    """Wait until every call relayed so far is recorded (tests, and a process shutting down)."""
-    _RECORDER.submit(lambda: None).result(timeout=timeout)
+def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
+    """Wait until every call relayed so far is recorded (tests, and a process shutting down);
+    with ``close``, the recorder's database connection is closed too (it keeps it between
+    calls), so it holds nothing of the database afterwards."""
+    _RECORDER.submit(lambda: connection.close() if close else None).result(timeout=timeout)
 
 
 def _record(**call: Any) -> None:

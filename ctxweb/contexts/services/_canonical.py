@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+import msgspec
+
 from compaction.errors import FormatError
 from compaction.messages import Context, TextPart, ToolCallPart, ToolResultPart, message_to_dict
 from compaction.messages import Message as LibMessage
@@ -56,6 +58,23 @@ def _typed_equal(a: Any, b: Any) -> bool:
     if is_dataclass(a):
         return all(_typed_equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
     return bool(a == b)
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def _same_content(a: Any, b: Any) -> bool:
+    """:func:`_typed_equal`, decided in C by comparing JSON encodings: ``1``, ``1.0`` and
+    ``true`` (and ``0.0`` and ``-0.0``) encode differently, so equal bytes are equal values of
+    equal types. Objects whose keys come in another order compare different: for its callers
+    (is this the previous turn's system prompt or tool set?) that only means the row is looked up
+    by hash, as it is for a new one."""
+    if a is b:
+        return True
+    try:
+        return _ENCODER.encode(a) == _ENCODER.encode(b)
+    except (TypeError, ValueError):  # a value JSON cannot hold: compare it the slow way
+        return _typed_equal(a, b)
 
 
 def _same_part(a: Any, b: Any) -> bool:

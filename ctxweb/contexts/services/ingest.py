@@ -22,7 +22,12 @@ from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import KEYFRAME_EVERY, Turn
 from ctxweb.contexts.models import Message as MessageRow
-from ctxweb.contexts.services._canonical import _body_digest, _check_text, _same_body, _typed_equal
+from ctxweb.contexts.services._canonical import (
+    _body_digest,
+    _check_text,
+    _same_body,
+    _same_content,
+)
 from ctxweb.contexts.services._recent import (
     _Recent,
     _recent_earlier,
@@ -265,11 +270,11 @@ def turn_ingest(
         known = recent or earlier
         body_hash = _body_digest(body, context, stored.hashes) if hashed else ""
         system_parts, tools = tuple(context.system), tuple(context.tools)
-        if known is not None and _typed_equal(system_parts, known.system):
+        if known is not None and _same_content(system_parts, known.system):
             system = known.system_row
         else:
             system = system_row(project=project, context=context, encoding=encoding)
-        if known is not None and _typed_equal(tools, known.tools):
+        if known is not None and _same_content(tools, known.tools):
             toolset = known.toolset
         else:
             toolset = toolset_row(project=project, context=context, encoding=encoding)

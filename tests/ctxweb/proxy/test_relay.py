@@ -430,4 +430,4 @@ def test_the_same_relay_answers_through_djangos_urls(
         else:
             assert answered.json()["choices"][0]["message"]["content"] == expected
     assert stand_in.headers[-1]["authorization"] == f"Bearer {PROVIDER_KEY}"
-    recording_idle()
+    recording_idle(close=True)  # the recorder's connection, to this test's database
