@@ -107,7 +107,6 @@ def server_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         "DEBUG": "0",
         "CTXWEB_RATE_LIMIT": "",
         "CTXWEB_RATE_LIMIT_COSTLY": "",
-        "CTXWEB_DB_POOL": "1" if args.db_pool else "0",
         "PYTHONUNBUFFERED": "1",
     }
 
@@ -364,9 +363,7 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         "",
         f"**Setup**: {args.servers} × `daphne ctxweb.asgi:application` on loopback ports (no proxy:"
         f" clients spread requests over the ports), PostgreSQL database `{LOAD_DB}` (created,"
-        f" migrated, dropped after), {redis}, `CONN_MAX_AGE=0`, "
-        + ("a connection pool per process (`CTXWEB_DB_POOL=1`)" if args.db_pool else "no pool")
-        + f", rate limits off. {args.clients}"
+        f" migrated, dropped after), {redis}, `CONN_MAX_AGE=0`, rate limits off. {args.clients}"
         f" client threads each play a coding agent: `coding_session({args.turns},"
         f" target_tokens={args.target_tokens:,})`"
         + (f" from its turn {args.from_turn}" if args.from_turn else "")
@@ -434,7 +431,6 @@ def main() -> None:
         help="agents start each session at this turn (its first post holds the context so far)",
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
-    parser.add_argument("--db-pool", action="store_true", help="CTXWEB_DB_POOL=1 on the servers")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 

@@ -121,20 +121,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
     }
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and envbool(
-    "CTXWEB_DB_POOL", False
-):
-    # A pool per process (psycopg's): under daphne each request runs in a thread of its own, so
-    # Django's persistent connections cannot be reused and every request would connect anew (a
-    # PostgreSQL backend forked per request). With health checks on, Django has the pool check a
-    # connection before it hands it out (one round trip), so one the server dropped meanwhile is
-    # replaced, never given to a request.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": envint("CTXWEB_DB_POOL_MIN", 1),
-        "max_size": envint("CTXWEB_DB_POOL_MAX", 8),
-        "timeout": envfloat("CTXWEB_DB_POOL_TIMEOUT", 20.0),
-    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
