@@ -1,7 +1,7 @@
 """Load benchmark: sustained ingestion over HTTP against several daphne processes on PostgreSQL.
 
 Usage: ``.venv/bin/python bench/load.py [--servers 3] [--clients 12] [--readers 4]
-[--seconds 30] [--redis-url redis://127.0.0.1:6379/14] [--no-write]``
+[--turns 200] [--target-tokens 150000] [--redis-url redis://127.0.0.1:6379/14] [--no-write]``
 
 Creates a throwaway database ``ctxweb_load`` on ``$BENCH_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``), migrates it, creates a project and an ingest
@@ -13,12 +13,12 @@ clients spread their requests over the ports themselves. The rate limits are swi
 
 ``--clients`` threads each play a coding agent: a session of ``--turns`` model calls
 (:func:`ctxweb.contexts.demo.coding_session`, growing to ``--target-tokens``), posted one after
-the other with keep-alive connections, then a new session. Phases of ``--seconds`` each:
+the other with keep-alive connections, each phase the same sessions under new ids:
 
 1. **ingest, round robin**: each post goes to the next server, so a turn's previous turn was
-   usually written by another process (the per-process ingest cache misses: the slow path);
-2. **ingest, sticky**: each client keeps to one server (what a proxy with session affinity does;
-   the per-process cache hits);
+   usually written by another process (which remembers an earlier turn of the session);
+2. **ingest, sticky**: each client keeps to one server (what a proxy with session affinity does:
+   the process remembers the previous turn);
 3. **ingest + chart**: phase 1 again while ``--readers`` threads fetch the chart data
    (``GET /api/v1/sessions/{id}/turns``) of random live sessions as fast as they can.
 
@@ -201,7 +201,7 @@ def sessions_serialized(args: argparse.Namespace) -> list[list[bytes]]:
     Python per post would make them, not the servers, the bottleneck."""
     from ctxweb.contexts.demo import coding_session
 
-    count = args.clients * 2
+    count = args.clients
     progress(f"generating {count} sessions of {args.turns} turns ({args.target_tokens:,} tokens)")
     return [
         [
@@ -215,31 +215,31 @@ def sessions_serialized(args: argparse.Namespace) -> list[list[bytes]]:
 
 
 def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sticky: bool) -> None:
+    """Post client ``client``'s session once, turn after turn: every phase replays the same
+    sessions, so phases compare the same work."""
     connections = Connections(shared.ports)
     posts = itertools.count(client)
+    external_id = f"{re.sub(r'[^a-z]+', '-', phase)}{client}"
+    shared.live.append(external_id)
     try:
-        while not shared.stop.is_set():
-            number = next(shared.sessions)
-            external_id = f"{re.sub(r'[^a-z]+', '-', phase)}{number}"
-            shared.live.append(external_id)
-            for payload in shared.bodies[number % len(shared.bodies)]:
-                if shared.stop.is_set():
-                    return
-                port = shared.ports[
-                    client % len(shared.ports) if sticky else next(posts) % len(shared.ports)
-                ]
-                started = time.perf_counter()
-                try:
-                    status, _ = connections.request(
-                        port, "POST", f"/api/v1/sessions/{external_id}/turns", payload, shared.key
-                    )
-                except OSError as error:
-                    shared.ingest.error(type(error).__name__)
-                    continue
-                if status in (200, 201):
-                    shared.ingest.ok(time.perf_counter() - started, len(payload))
-                else:
-                    shared.ingest.error(str(status))
+        for payload in shared.bodies[client % len(shared.bodies)]:
+            if shared.stop.is_set():
+                return
+            port = shared.ports[
+                client % len(shared.ports) if sticky else next(posts) % len(shared.ports)
+            ]
+            started = time.perf_counter()
+            try:
+                status, _ = connections.request(
+                    port, "POST", f"/api/v1/sessions/{external_id}/turns", payload, shared.key
+                )
+            except OSError as error:
+                shared.ingest.error(type(error).__name__)
+                continue
+            if status in (200, 201):
+                shared.ingest.ok(time.perf_counter() - started, len(payload))
+            else:
+                shared.ingest.error(str(status))
     finally:
         connections.close()
 
@@ -287,29 +287,27 @@ def run_phase(
     readers: int,
     bodies: list[list[bytes]],
 ) -> dict[str, Any]:
-    progress(f"phase {name}: {args.clients} clients, {readers} chart readers, {args.seconds} s")
+    progress(f"phase {name}: {args.clients} clients, {readers} chart readers")
     shared = Shared(key=key, ports=ports, stop=threading.Event(), bodies=bodies)
-    threads = [
+    agents = [
         threading.Thread(target=agent, args=(shared, args, c, name, sticky), daemon=True)
         for c in range(args.clients)
-    ] + [threading.Thread(target=reader, args=(shared, r), daemon=True) for r in range(readers)]
-    # Each measures from its own first request: warm-up (imports, first connections) excluded.
-    for thread in threads:
-        thread.start()
-    time.sleep(args.warmup)
-    with shared.ingest.lock, shared.chart.lock:
-        shared.ingest.latencies.clear()
-        shared.ingest.sizes.clear()
-        shared.chart.latencies.clear()
+    ]
+    readers_ = [
+        threading.Thread(target=reader, args=(shared, r), daemon=True) for r in range(readers)
+    ]
     started = time.perf_counter()
-    time.sleep(args.seconds)
+    for thread in agents + readers_:
+        thread.start()
+    for thread in agents:
+        thread.join(timeout=1800)
     with shared.ingest.lock, shared.chart.lock:
         elapsed = time.perf_counter() - started
         ingest = list(shared.ingest.latencies)
         sent = sum(shared.ingest.sizes)
         chart = list(shared.chart.latencies)
     shared.stop.set()
-    for thread in threads:
+    for thread in readers_:
         thread.join(timeout=180)
     result = {
         "phase": name,
@@ -367,9 +365,10 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         f" client threads each play a coding agent: `coding_session({args.turns},"
         f" target_tokens={args.target_tokens:,})`"
         + (f" from its turn {args.from_turn}" if args.from_turn else "")
-        + " posted turn after turn (keep-alive HTTP; the bodies serialized before the phases), then"
-        f" a new session; bodies grow to ~{args.target_tokens // 1000}K tokens. Each phase runs"
-        f" {args.seconds} s after {args.warmup} s of warm-up; latency is the client's (whole"
+        + " posted turn after turn (keep-alive HTTP; the bodies serialized before the phases);"
+        f" bodies grow to ~{args.target_tokens // 1000}K tokens. Every phase replays the same"
+        " sessions under new ids (the same work: turns/s and MB/s compare), after an unreported"
+        f" warm-up of {args.warmup_turns} turns per client; latency is the client's (whole"
         " request on loopback); p50 / p95 / p99.",
         "",
         "| phase | ingest turns/s | bodies MB/s (mean body) | ingest p50 / p95 / p99"
@@ -420,8 +419,7 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=3)
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--readers", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=30)
-    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--warmup-turns", type=int, default=10)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--target-tokens", type=int, default=150_000)
     parser.add_argument(
@@ -452,6 +450,15 @@ def main() -> None:
                 server.wait_ready()
             ports = [s.port for s in servers if s.port is not None]
             bodies = sessions_serialized(args)
+            run_phase(  # warm-up, not reported: imports, first connections, caches
+                args,
+                key,
+                ports,
+                "warm up",
+                sticky=False,
+                readers=0,
+                bodies=[session[: args.warmup_turns] for session in bodies],
+            )
             results = [
                 run_phase(
                     args, key, ports, "ingest, round robin", sticky=False, readers=0, bodies=bodies

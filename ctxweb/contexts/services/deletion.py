@@ -3,13 +3,17 @@ and the sessions a project's retention has expired (:func:`sessions_expire`).
 
 A session's turns, operations and managed contexts go with it (cascades); its artifacts, and the
 messages and tool sets that no other session of the project refers to, are deleted with it, in
-the same transaction. A project's deletion deletes everything in it (its cascades; the links from
-turns and managed contexts to messages are ``RESTRICT``, which a cascade from the same deletion
-passes).
+the same transaction. An artifact that a message kept for another session still points at
+(``[EXTERNALIZED:id]`` in a message two sessions share: an agent that continued from its managed
+context, then forked) stays, as a project's artifact, until no kept message points at it.
+
+A project's deletion deletes everything in it (its cascades; the links from turns and managed
+contexts to messages are ``RESTRICT``, which a cascade from the same deletion passes).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,8 +21,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from compaction.regions import find_artifact_pointers
 from ctxweb.accounts.models import Project
 from ctxweb.contexts import events
 from ctxweb.contexts.models import (
@@ -89,6 +95,23 @@ def _delete_ids(model: Any, ids: Iterable[int]) -> int:
     return deleted
 
 
+def _pointed_at(message_ids: set[int], keys: set[str]) -> set[str]:
+    """The artifact ``keys`` that messages ``message_ids`` point at."""
+    found: set[str] = set()
+    if not keys:
+        return found
+    wanted = sorted(message_ids)
+    for start in range(0, len(wanted), _BATCH):
+        rows = Message.objects.filter(pk__in=wanted[start : start + _BATCH]).values_list(
+            "data", flat=True
+        )
+        for data in rows:
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            if "EXTERNALIZED" in text or any(key in text for key in keys):
+                found.update(key for _, _, key in find_artifact_pointers(text) if key in keys)
+    return found
+
+
 def _session_delete(session: Session) -> Deleted:
     """Delete ``session`` and what only it holds (inside the caller's transaction)."""
     turns = Turn.objects.filter(session=session)
@@ -106,8 +129,12 @@ def _session_delete(session: Session) -> Deleted:
         "operations": session.operations.count(),
         "managed_contexts": managed.count(),
     }
-    artifacts, _ = Artifact.objects.filter(session=session).delete()
-    session.delete()  # turns, operations and managed contexts: cascades
+    candidates = Artifact.objects.filter(
+        Q(session=session) | Q(session__isnull=True), project_id=session.project_id
+    )
+    pointed = _pointed_at(shared, set(candidates.values_list("key", flat=True)))
+    artifacts, _ = candidates.exclude(key__in=pointed).delete()
+    session.delete()  # turns, operations, managed contexts: cascades; kept artifacts: no session
     messages = _delete_ids(Message, mine - shared)
     toolsets = _delete_ids(ToolSet, my_toolsets - shared_toolsets)
     return Deleted(

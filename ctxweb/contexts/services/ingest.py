@@ -258,7 +258,9 @@ def turn_ingest(
                 ids=guess.ids,
             )
             earlier = guess if previous_ids is not None else None
-        if recent is not None and plan is not None:
+        if (recent is not None or earlier is not None) and plan is not None:
+            # The plan made from the guess holds: its prefix and rows are the session's (for an
+            # earlier turn, the messages since are those it counted; stored ones are found).
             stored = _messages_store(plan, found.returned if then is not None else None)
         else:  # rows the guess inserted are found like any others
             stored = message_rows(

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from ctxweb import tasks
 from ctxweb.accounts.models import Project
-from ctxweb.contexts.models import AuditEvent, Message, Session
+from ctxweb.contexts.models import Artifact, AuditEvent, Message, Session
 from tests.support.builders import body, history
 from tests.support.world import World
 
@@ -99,6 +99,40 @@ def test_deleting_a_session_returns_every_table_to_its_size_before_it_was_ingest
     assert kept.status_code == 200
     assert len(kept.json()["messages"]) == len(history(1))
     assert world.api(world.ingest_key).get("/api/v1/sessions/gone").status_code == 404
+
+
+def test_an_artifact_a_kept_session_points_at_survives_the_session_that_made_it(
+    world: World, commit: Any
+) -> None:
+    """The agent continued from its managed context (pointers and all), then forked: deleting
+    the session whose operation made the artifacts leaves the fork's pointers whole."""
+    client = world.api(world.ingest_key)
+    for step in range(1, 4):
+        assert post_turn(client, "origin", body(history(step))).status_code == 201
+    operator = world.api(world.operator_key)
+    created = commit(
+        lambda: operator.post(
+            "/api/v1/sessions/origin/operations",
+            data=json.dumps({"strategy": "llm4s-pipeline", "params": {}}),
+            content_type="application/json",
+        )
+    )
+    assert created.status_code == 202, created.content
+    managed = client.get("/api/v1/sessions/origin/context").json()
+    pointers = [key for key in Artifact.objects.values_list("key", flat=True)]
+    assert pointers, "the operation externalized something"
+    sent = json.dumps(managed["request"])
+    assert any(key in sent for key in pointers), "the managed context points at its artifacts"
+    fork = {"format": "openai-chat", "request": managed["request"]}
+    assert post_turn(client, "fork", fork).status_code == 201
+
+    assert operator.delete("/api/v1/sessions/origin").status_code == 204
+    for key in pointers:
+        if key in sent:
+            assert client.get(f"/api/v1/artifacts/{key}").status_code == 200, key
+    assert operator.delete("/api/v1/sessions/fork").status_code == 204
+    assert not Artifact.objects.exists()
+    assert not Message.objects.exists()
 
 
 def test_the_audit_log_says_who_applied_undid_and_deleted_what(world: World, commit: Any) -> None:
