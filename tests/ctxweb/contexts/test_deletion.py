@@ -119,7 +119,7 @@ def test_an_artifact_a_kept_session_points_at_survives_the_session_that_made_it(
     )
     assert created.status_code == 202, created.content
     managed = client.get("/api/v1/sessions/origin/context").json()
-    pointers = [key for key in Artifact.objects.values_list("key", flat=True)]
+    pointers = list(Artifact.objects.values_list("key", flat=True))
     assert pointers, "the operation externalized something"
     sent = json.dumps(managed["request"])
     assert any(key in sent for key in pointers), "the managed context points at its artifacts"
