@@ -11,6 +11,7 @@ import collections
 import http.client
 import json
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -61,8 +62,8 @@ def late_turns_over_http(
                     json.loads(body)
                     decodes.append(time.perf_counter() - started)
             if sampler is not None:
-                sampler.terminate()
-                sampler.wait(timeout=30)
+                sampler.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
+                sampler.wait(timeout=60)
             conn.close()
         tokens = json.loads(reply)["total_tokens"]
     finally:
@@ -87,28 +88,44 @@ def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
         print("py-spy not installed: no profile", file=sys.stderr)
         return None
     command = [spy, "record", "-p", str(pid), "-r", "400", "--format", "raw", "-o", str(out)]
-    process = subprocess.Popen(
-        [*command, "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    process = subprocess.Popen([*command, "--nonblocking"], stdout=subprocess.DEVNULL)
     time.sleep(1.0)  # attached before the first sampled turn
     return process
 
 
-def _hottest(raw: Path, count: int = 12) -> list[tuple[str, float]]:
-    """The frames the server spent most samples in (inclusive, idle excluded), as shares."""
+#: Where a sample's time goes: the first category (most specific first) one of whose markers a
+#: frame of the sample holds.
+CATEGORIES = [
+    ("JSON decoding (msgspec) and the body checks", ("JsonBodyParser.parse",)),
+    ("database connect / close", ("get_new_connection", "close_old_connections", "._close (")),
+    ("parsing the new messages (incremental)", ("turn_request_parse",)),
+    ("orphaned tool pairs (incremental)", ("refuse_orphans",)),
+    (
+        "messages: hash, count new ones, store",
+        ("_messages_plan", "_messages_store", "message_rows"),
+    ),
+    ("session lock and previous turn", ("_session_for_turn",)),
+    ("rest of turn_ingest (regions, events, the turn row, commit)", ("turn_ingest",)),
+    ("API key, throttles, serializer, response", ("APIView.dispatch",)),
+    ("Django request cycle and middleware", ("SyncToAsync", "AsyncToSync")),
+    ("daphne, Twisted and the event loop (HTTP, body transfer)", ("",)),
+]
+
+
+def _hottest(raw: Path) -> list[tuple[str, float]]:
+    """The server's busy samples by :data:`CATEGORIES`, as shares (waiting excluded)."""
     if not raw.exists():
         return []
-    inclusive: collections.Counter[str] = collections.Counter()
+    shares: collections.Counter[str] = collections.Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, number = line.rpartition(" ")
-        if not number.isdigit():
+        if not number.isdigit() or not stack:
             continue
         frames = stack.split(";")
-        if any("select (selectors.py" in f or "Condition.wait" in f for f in frames[-2:]):
+        if any(w in frames[-1] for w in ("select (selectors.py", "Condition.wait", "_wait_for")):
             continue  # waiting, not working
         total += int(number)
-        for frame in set(frames):
-            if "(ctxweb/" in frame or "(compaction/" in frame or "msgspec" in frame:
-                inclusive[frame] += int(number)
-    return [(frame, n / max(1, total)) for frame, n in inclusive.most_common(count)]
+        category = next(name for name, marks in CATEGORIES if any(m in stack for m in marks))
+        shares[category] += int(number)
+    return [(name, n / max(1, total)) for name, n in shares.most_common()]
