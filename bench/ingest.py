@@ -522,10 +522,12 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             if r["http"]["hottest"]:
                 lines += [
                     "",
-                    f"Where the server's time goes ({r['database']}, py-spy, inclusive):",
+                    f"Where the daphne process's busy time goes during the late turns"
+                    f" ({r['database']}; py-spy samples, each counted once, in the most specific"
+                    " of these; the database server's own time is not in it):",
                     "",
                 ]
-                lines += [f"- {share:.0%} `{frame}`" for frame, share in r["http"]["hottest"]]
+                lines += [f"- {share:.0%} {what}" for what, share in r["http"]["hottest"]]
     transcripts = next(iter(results.values())).get("transcripts") or {}
     if transcripts.get("files"):
         t = transcripts

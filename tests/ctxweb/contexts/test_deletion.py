@@ -262,3 +262,43 @@ def test_the_beat_schedule_runs_the_retention_task(settings: Any) -> None:
     tasks_by_name = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert tasks.RETENTION_TASK in tasks_by_name
     assert tasks.RETENTION_TASK in app.tasks
+
+
+@pytest.mark.slow
+def test_the_embedded_server_runs_retention_in_process(tmp_path: Any) -> None:
+    """`make run`'s shape: no Celery beat, the web process's own scheduler deletes expired
+    sessions (every CTXWEB_RETENTION_SECONDS), and leaves the others."""
+    import time
+
+    from tests.support.servers import create_key, daphne, embedded_env, manage, post
+
+    env = embedded_env(tmp_path, CTXWEB_SCHEDULER="1", CTXWEB_RETENTION_SECONDS="1")
+    key = create_key(env, role="ingest")
+    with daphne(env) as server:
+        for name in ("old", "fresh"):
+            url = f"{server.url}/api/v1/sessions/{name}/turns"
+            assert post(url, key, body(history(1))).status == 201
+        manage(
+            env,
+            "shell",
+            "-c",
+            "from datetime import timedelta; from django.utils import timezone;"
+            " from ctxweb.accounts.models import Project;"
+            " from ctxweb.contexts.models import Session;"
+            " Project.objects.update(retention_days=30);"
+            " Session.objects.filter(external_id='old')"
+            ".update(last_activity_at=timezone.now() - timedelta(days=31))",
+        )
+        deadline = time.monotonic() + 30
+        gone = ""
+        while time.monotonic() < deadline and "'old'" not in gone:
+            gone = manage(
+                env,
+                "shell",
+                "-c",
+                "from ctxweb.contexts.models import Session;"
+                " print(sorted({'old', 'fresh'} - set(Session.objects.values_list('external_id',"
+                " flat=True))))",
+            )
+            time.sleep(0.5)
+    assert gone.strip().splitlines()[-1] == "['old']"  # (the shell first lists its imports)
