@@ -200,13 +200,19 @@ class Orphans:
         return not self.calls and not self.results
 
 
-def _match(messages: Sequence[Message]) -> tuple[list[ToolPair], Orphans]:
+def _walk(
+    messages: Sequence[Message],
+    begin: int,
+    pending: dict[str, list[int]],
+    pairs: list[ToolPair],
+    orphan_results: list[OrphanRef],
+) -> None:
+    """Pair ``messages[begin:]``'s calls and results, ``pending`` holding the calls still
+    unanswered before ``begin``; updates the three collections."""
     # A result answers the oldest still-unanswered call with its id, so an id that a client
     # reuses in a later turn (picoclaw's "call_0" test) pairs up turn by turn.
-    pending: dict[str, list[int]] = {}
-    pairs: list[ToolPair] = []
-    orphan_results: list[OrphanRef] = []
-    for i, message in enumerate(messages):
+    for i in range(begin, len(messages)):
+        message = messages[i]
         if message.role == "assistant":
             for call in message.tool_calls:
                 pending.setdefault(call.id, []).append(i)
@@ -217,11 +223,23 @@ def _match(messages: Sequence[Message]) -> tuple[list[ToolPair], Orphans]:
                     pairs.append(ToolPair(rid, waiting.pop(0), i))
                 else:
                     orphan_results.append(OrphanRef(rid, i))
-    orphan_calls = sorted(
-        (OrphanRef(cid, i) for cid, idxs in pending.items() for i in idxs),
-        key=lambda ref: (ref.index, ref.id),
+
+
+def _unanswered(pending: dict[str, list[int]]) -> tuple[OrphanRef, ...]:
+    return tuple(
+        sorted(
+            (OrphanRef(cid, i) for cid, idxs in pending.items() for i in idxs),
+            key=lambda ref: (ref.index, ref.id),
+        )
     )
-    return pairs, Orphans(tuple(orphan_calls), tuple(orphan_results))
+
+
+def _match(messages: Sequence[Message]) -> tuple[list[ToolPair], Orphans]:
+    pending: dict[str, list[int]] = {}
+    pairs: list[ToolPair] = []
+    orphan_results: list[OrphanRef] = []
+    _walk(messages, 0, pending, pairs, orphan_results)
+    return pairs, Orphans(_unanswered(pending), tuple(orphan_results))
 
 
 def tool_pairs(messages: Sequence[Message]) -> list[ToolPair]:
@@ -263,11 +281,7 @@ class ToolScan:
     @property
     def orphans(self) -> Orphans:
         """The orphans of the scanned messages, as :func:`orphans` gives them."""
-        calls = sorted(
-            (OrphanRef(cid, i) for cid, idxs in self.pending for i in idxs),
-            key=lambda ref: (ref.index, ref.id),
-        )
-        return Orphans(tuple(calls), self.results)
+        return Orphans(_unanswered({cid: list(idxs) for cid, idxs in self.pending}), self.results)
 
 
 def tool_scan(messages: Sequence[Message], start: ToolScan | None = None) -> ToolScan:
@@ -291,18 +305,7 @@ def tool_scan(messages: Sequence[Message], start: ToolScan | None = None) -> Too
         cid: list(idxs) for cid, idxs in (start.pending if start is not None else ())
     }
     results = list(start.results) if start is not None else []
-    for i in range(begin, len(messages)):
-        message = messages[i]
-        if message.role == "assistant":
-            for call in message.tool_calls:
-                pending.setdefault(call.id, []).append(i)
-        if is_tool_result_message(message):
-            for rid in result_ids(message):
-                waiting = pending.get(rid)
-                if waiting:
-                    waiting.pop(0)
-                else:
-                    results.append(OrphanRef(rid, i))
+    _walk(messages, begin, pending, [], results)
     return ToolScan(
         max(begin, len(messages)),
         tuple(sorted((cid, tuple(idxs)) for cid, idxs in pending.items() if idxs)),
