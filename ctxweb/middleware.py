@@ -378,3 +378,19 @@ def client_address(request: Any) -> str | None:
     client could set itself."""
     address = request.META.get("REMOTE_ADDR")
     return str(address) if address else None
+
+
+#: The longest username django-axes stores (its column's length).
+LOGIN_USERNAME_MAX = 255
+
+
+def login_username(request: Any, credentials: dict[str, Any] | None = None) -> str | None:
+    """The username a login attempt counts against, as django-axes stores it: at most
+    :data:`LOGIN_USERNAME_MAX` characters and no NUL (PostgreSQL refuses both, and the attempt
+    would be a 500). No user has such a name, so the cut merges nothing real."""
+    name = (credentials or {}).get("username")
+    if name is None and request is not None:
+        name = getattr(request, "POST", {}).get("username")
+    if not isinstance(name, str):
+        return None
+    return name.replace("\x00", "")[:LOGIN_USERNAME_MAX]

@@ -146,6 +146,7 @@ AXES_HTTP_RESPONSE_CODE = 429
 # The client address is the connection's (REMOTE_ADDR): behind a reverse proxy, run daphne with
 # --proxy-headers so that it is the client's (X-Forwarded-For), not the proxy's.
 AXES_CLIENT_IP_CALLABLE = "ctxweb.middleware.client_address"
+AXES_USERNAME_CALLABLE = "ctxweb.middleware.login_username"
 # Failed attempts are kept (lockouts); successful logins are not logged.
 AXES_DISABLE_ACCESS_LOG = True
 AXES_VERBOSE = False
