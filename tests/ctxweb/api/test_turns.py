@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from compaction.messages import message_to_dict, parse
 from ctxweb.contexts import events, selectors, services
-from ctxweb.contexts.services import storage
 from ctxweb.contexts.models import Message, Session, Turn
+from ctxweb.contexts.services import storage
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
