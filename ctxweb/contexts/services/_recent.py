@@ -4,16 +4,12 @@ turn is ingested cheaply, and the checks that it still is the session's previous
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-
-from django.core.cache import cache
 
 from compaction.messages import Message as LibMessage
 from ctxweb.contexts.models import Message as MessageRow
@@ -83,36 +79,6 @@ def _recent_earlier(recent: _Recent, session: Session, previous: _Previous | Non
         and recent.turn_key != previous.key
         and recent.index < session.turn_count - 1
     )
-
-
-#: How long the shared cache keeps a session's latest turn (an idle session's is looked up anew).
-TIP_SECONDS = 3600
-logger = logging.getLogger(__name__)
-
-
-def _tip_name(key: tuple[int, str]) -> str:
-    digest = hashlib.blake2b(key[1].encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-    return f"ctxweb-tip:{key[0]}:{digest}"
-
-
-def _tip_is_elsewhere(key: tuple[int, str], recent: _Recent) -> bool:
-    """Whether the shared cache says another process stored a later turn of session ``key`` than
-    ``recent`` (behind round robin): then the messages ``recent`` lacks were mostly stored since,
-    and are looked up before they are counted. Unknown (nothing cached, the cache down): False,
-    and the guess is checked after the session is locked, as always."""
-    try:
-        latest = cache.get(_tip_name(key))
-    except Exception:  # a cache that is down costs only this hint
-        return False
-    return latest is not None and latest != recent.turn_key[0]
-
-
-def _tip_put(key: tuple[int, str], turn_id: int) -> None:
-    """Tell every process which turn is session ``key``'s latest (once it is committed)."""
-    try:
-        cache.set(_tip_name(key), turn_id, TIP_SECONDS)
-    except Exception:
-        logger.warning("the shared cache is unavailable: session tips not shared")
 
 
 def _recent_put(key: tuple[int, str], recent: _Recent) -> None:

@@ -34,8 +34,6 @@ from ctxweb.contexts.services._recent import (
     _recent_guess,
     _recent_put,
     _recent_valid,
-    _tip_is_elsewhere,
-    _tip_put,
 )
 from ctxweb.contexts.services._sessions import _session_for_turn
 from ctxweb.contexts.services._sql import _insert_rows_sql, _turn_insert
@@ -136,21 +134,14 @@ class IngestResult:
     created: bool
 
 
-def _guessed_plan(
-    project: Project, context: Context, guess: _Recent, *, latest: bool
-) -> _MessagePlan | None:
-    """The plan of ``context``'s messages if ``guess`` holds the previous turn (``latest``) or an
-    earlier one, or None when it cannot be made before the session is read (it is then made
-    again, as it must be)."""
+def _guessed_plan(project: Project, context: Context, guess: _Recent) -> _MessagePlan | None:
+    """The plan of ``context``'s messages if ``guess`` holds the previous turn, or None when it
+    cannot be made before the session is read (it is then made again, as it must be)."""
     if not connection.features.can_return_rows_from_bulk_insert:  # SQLite before 3.35
         return None
     try:
         return _messages_plan(
-            project=project,
-            messages=context.messages,
-            encoding=guess.encoding,
-            recent=guess,
-            latest=latest,
+            project=project, messages=context.messages, encoding=guess.encoding, recent=guess
         )
     except FormatError:  # raised again in order, after a retried turn_id is recognized
         return None
@@ -227,9 +218,7 @@ def turn_ingest(
         # What this process stored for the previous turn, if it still is the previous turn: the
         # new messages are inserted with the session's lock, in the same round trip.
         guess = _recent_guess(key)
-        plan = None
-        if guess is not None:
-            plan = _guessed_plan(project, context, guess, latest=not _tip_is_elsewhere(key, guess))
+        plan = _guessed_plan(project, context, guess) if guess is not None else None
         then = None
         if plan is not None and plan.optimistic and plan.new:
             then = _insert_rows_sql(plan.rows())
@@ -405,7 +394,6 @@ def turn_ingest(
                 toolset=toolset,
             ),
         )
-        transaction.on_commit(lambda: _tip_put(key, turn.pk))
         transaction.on_commit(lambda: live_events.turn_created(turn))
         turn_stored.send(
             sender=Turn,

@@ -137,11 +137,8 @@ def _messages_plan(
     encoding: str,
     recent: _Recent | None,
     path: str = "messages",
-    latest: bool = True,
 ) -> _MessagePlan:
-    """What :func:`message_rows` does before it asks the database. ``latest`` False says
-    ``recent`` is known to be an earlier turn than the previous one: the messages it lacks were
-    mostly stored since, so they are looked up before any is counted."""
+    """What :func:`message_rows` does before it asks the database."""
     start = 0
     prefix = _Messages([], [], [], [_zero_regions()])
     if recent is not None:
@@ -176,7 +173,7 @@ def _messages_plan(
         wanted=wanted,
         # Otherwise (no previous turn, or many new messages) they are looked up first, not to
         # count a whole context that is stored already.
-        optimistic=recent is not None and latest and len(wanted) <= _OPTIMISTIC_MAX,
+        optimistic=recent is not None and len(wanted) <= _OPTIMISTIC_MAX,
     )
     if plan.optimistic:
         plan.count({})
