@@ -39,6 +39,7 @@ HOSTILE = {
     "digits": "1",
     "identifier-then-spaces": "id" + " " * 999,
     "path-segments": "a/",
+    "dotted-names": "a.",
     "nesting": "[",
     "escapes": "\\",
 }
