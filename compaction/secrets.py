@@ -24,6 +24,7 @@ masks in the masked text.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -211,13 +212,22 @@ def findings_in(text: str, field: str = "") -> list[Finding]:
     match a place keeps it: a JWT in an ``Authorization`` header is a JWT)."""
     lowered = text.lower()
     found: list[Finding] = []
+    # The places kept so far, disjoint and by start (so their ends are in order too): a new
+    # place overlaps one iff the last kept place starting before its end ends after its start.
+    # One look per match, not a pass over every kept place (text full of header-like words has
+    # a match every few characters).
+    starts: list[int] = []
+    ends: list[int] = []
     for rule in RULES:
         if not any(keyword in lowered for keyword in rule.keywords):
             continue
         for match in rule.pattern.finditer(text):
             start, end = match.span(rule.group)
-            if any(start < f.end and f.start < end for f in found):
+            at = bisect.bisect_left(starts, end)
+            if at and ends[at - 1] > start:
                 continue
+            starts.insert(at, start)
+            ends.insert(at, end)
             found.append(Finding(rule.kind, rule.message, start, end, field))
     return sorted(found, key=lambda f: f.start)
 

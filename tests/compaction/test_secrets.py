@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
 from compaction.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from compaction.secrets import findings_in, mask_message, mask_text, scan_message
+from tests.support.hangs import hang_detector
 from tests.support.secrets import (
     AUTHORIZATION_HEADER,
     AWS_SECRET_KEY,
@@ -107,3 +109,19 @@ def test_a_message_is_scanned_in_text_tool_arguments_and_tool_results_and_masked
 def test_a_message_without_secrets_is_returned_as_it_is() -> None:
     message = Message("user", (TextPart("hello"),))
     assert mask_message(message, scan_message(message)) == (message, [])
+
+
+@pytest.mark.parametrize(
+    "unit", ["x-api-key: ", "Authorization: Bearer ", "-----BEGIN PRIVATE KEY-----\n", "a."]
+)
+def test_a_megabyte_of_header_like_text_is_scanned_in_linear_time(unit: str) -> None:
+    """Text with a candidate every few characters: each is checked against the places kept
+    so far in one look (the overlap check was a pass over all of them: 20 s on 1 MB)."""
+    text = (unit * (1_000_000 // len(unit) + 1))[:1_000_000]
+    with hang_detector(30, "scanning 1 MB for secrets"):
+        found = findings_in(text)
+        masked = mask_text(text, found)
+    starts = [f.start for f in found]
+    assert starts == sorted(starts)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(found))
+    assert len(masked) <= len(text) + 40 * len(found)

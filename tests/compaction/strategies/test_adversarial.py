@@ -11,7 +11,6 @@ regression fails here instead of hanging CI. That is a hang detector, not a timi
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from compaction.messages.model import Context
 from compaction.strategies import Strategy, list_strategies
 from compaction.summarizers import FactSummarizer
 from compaction.tokens import get_tokenizer
+from tests.support.hangs import hang_detector
 from tests.support.messages import Counter, a, atc, ctx, sys, t, u
 
 SIZE = 1_000_000
@@ -83,16 +83,8 @@ def forcing_params(strategy: Strategy) -> dict[str, Any]:
 
 @pytest.fixture
 def watchdog() -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"still planning after {WATCHDOG_SECONDS} s: superlinear on 1 MB")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(WATCHDOG_SECONDS)
-    try:
+    with hang_detector(WATCHDOG_SECONDS, "planning over 1 MB"):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.slow
