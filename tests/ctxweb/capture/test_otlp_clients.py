@@ -52,6 +52,15 @@ def api(url: str, key: str, path: str) -> Any:
         return {"status": error.code}
 
 
+def setup_environment(url: str, key: str) -> dict[str, str]:
+    """The variables the setup page's OTLP snippet exports, with ``key`` in place."""
+    [otlp] = [s for s in setup_snippets(url, "agents") if s["id"] == "otlp"]
+    return {
+        name: value.strip('"').replace("$CTXWEB_API_KEY", key)
+        for name, value in re.findall(r"^export (\w+)=(.+)$", otlp["text"], re.MULTILINE)
+    }
+
+
 def run_agent(
     client: str, url: str, key: str, session: str, stream: bool, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -122,10 +131,17 @@ def test_the_setup_pages_otlp_snippet_is_all_an_exporter_needs(
     """The environment variables the setup page shows, and nothing else, configure the
     OpenTelemetry SDK's exporter to reach ctxweb."""
     url, key, _ = server
-    [otlp] = [s for s in setup_snippets(url, "agents") if s["id"] == "otlp"]
-    env = {}
-    for name, value in re.findall(r"^export (\w+)=(.+)$", otlp["text"], re.MULTILINE):
-        env[name] = value.strip('"').replace("$CTXWEB_API_KEY", key)
+    env = setup_environment(url, key)
     assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == f"{url}/v1/traces"
     run_agent("env", url, "not-used", "from-setup", False, env)
     assert api(url, key, "sessions/from-setup")["turn_count"] == 2
+
+
+def test_an_exporter_that_compresses_its_exports_is_read(server: tuple[str, str, str]) -> None:
+    """The setup page's variables plus ``OTEL_EXPORTER_OTLP_COMPRESSION=gzip`` (what collectors
+    and many deployments set): the SDK exporter's gzipped protobuf exports become turns."""
+    url, key, _ = server
+    env = {**setup_environment(url, key), "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
+    run_agent("env", url, "not-used", "gzipped", False, env)
+    found = api(url, key, "sessions/gzipped")
+    assert found.get("turn_count") == 2, found
