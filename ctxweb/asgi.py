@@ -5,12 +5,11 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from ctxweb.datadir import hold_database_open, prepare
+from ctxweb.datadir import prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 prepare()  # the data folder and the generated secret, before the settings are read
 django_asgi_app = get_asgi_application()
-hold_database_open()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

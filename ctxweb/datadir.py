@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[1]
@@ -51,27 +50,3 @@ def prepare() -> Path:
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(50))
     return directory
-
-
-_HELD: sqlite3.Connection | None = None
-
-
-def hold_database_open() -> None:
-    """Keep one connection to an embedded (SQLite) database open for the process's life; call it
-    once the settings are loaded. Under daphne each request opens and closes its own connection,
-    and in WAL mode the last connection to close checkpoints the write-ahead log into the
-    database: without this one, every request paid for a checkpoint. The held connection reads
-    and writes nothing, so it holds no lock."""
-    from django.conf import settings
-
-    global _HELD
-    database = settings.DATABASES["default"]
-    name = str(database.get("NAME") or "")
-    if (
-        _HELD is not None
-        or database["ENGINE"] != "django.db.backends.sqlite3"
-        or name in ("", ":memory:")
-        or "mode=memory" in name
-    ):
-        return
-    _HELD = sqlite3.connect(name, check_same_thread=False)
