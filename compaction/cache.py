@@ -130,11 +130,23 @@ class CacheImpact:
     rewrite_tokens: int
 
 
-def cache_impact(before: Context, after: Context, counter: TokenCounter) -> CacheImpact:
-    """How much of ``before``'s cached prefix ``after`` keeps, counted with ``counter``."""
+def cache_impact(
+    before: Context,
+    after: Context,
+    counter: TokenCounter,
+    *,
+    totals: tuple[int, int] | None = None,
+) -> CacheImpact:
+    """How much of ``before``'s cached prefix ``after`` keeps, counted with ``counter``;
+    ``totals`` are the two contexts' tokens when the caller has them (a plan does), so that
+    they are not counted again."""
     shared = prefix_messages(before, after)
-    before_total = int(context_regions(before, counter).total)
-    after_total = int(context_regions(after, counter).total)
+    if totals is None:
+        totals = (
+            int(context_regions(before, counter).total),
+            int(context_regions(after, counter).total),
+        )
+    before_total, after_total = totals
     if shared == len(after.messages):
         prefix = after_total
     elif shared == 0 and (

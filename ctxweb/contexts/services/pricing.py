@@ -46,7 +46,12 @@ def plan_cache(
     ``model`` defaults to the request's own ``model``; costs are None for a model the price
     table does not know.
     """
-    impact = cache_impact(context, plan.context, counter_for(encoding))
+    impact = cache_impact(
+        context,
+        plan.context,
+        counter_for(encoding),
+        totals=(int(plan.before.total), int(plan.after.total)),
+    )
     if model is None:
         found = context.extra.get("model")
         model = found if isinstance(found, str) else None
