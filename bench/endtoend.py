@@ -1,8 +1,9 @@
 """Late turns through HTTP, what an agent pays: one live ``daphne ctxweb.asgi:application``
 (the embedded shape on SQLite, or PostgreSQL), a coding session posted turn after turn over one
 keep-alive connection, each late turn's latency at the client against a ``json.loads`` of the
-same bytes, timed in the same loop. Used by ``bench/ingest.py``; ``--profile`` samples the
-server with py-spy while the late turns run and gives where its time goes.
+same bytes, timed in the same loop, then the same turns again sent zstd-compressed. Used by
+``bench/ingest.py``; ``--profile`` samples the server with py-spy while the late turns run and
+gives where its time goes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import zstandard
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -42,6 +45,7 @@ def late_turns_over_http(
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     latencies: list[float] = []
     decodes: list[float] = []
+    compressed: list[float] = []
     sampler = None
     try:
         with daphne(env) as server:
@@ -64,6 +68,21 @@ def late_turns_over_http(
             if sampler is not None:
                 sampler.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
                 sampler.wait(timeout=60)
+            # The same session again, each body sent zstd-compressed (compressed beforehand, as
+            # a client holding its request would): what the server's inflating adds.
+            packer = zstandard.ZstdCompressor()
+            packed_headers = {**headers, "Content-Encoding": "zstd"}
+            for index, body in enumerate(bodies):
+                packed = packer.compress(body)
+                started = time.perf_counter()
+                conn.request("POST", "/api/v1/sessions/e2e-zstd/turns", packed, packed_headers)
+                answer = conn.getresponse()
+                answer.read()
+                elapsed = time.perf_counter() - started
+                if answer.status != 201:
+                    raise RuntimeError(f"zstd turn {index}: {answer.status}")
+                if index >= len(bodies) - late:
+                    compressed.append(elapsed)
             conn.close()
         tokens = json.loads(reply)["total_tokens"]
     finally:
@@ -78,6 +97,8 @@ def late_turns_over_http(
         "late_p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000,
         "json_loads_ms": decode * 1000,
         "ratio": latency / decode,
+        "zstd_body_kb": len(zstandard.ZstdCompressor().compress(bodies[-1])) / 1e3,
+        "zstd_late_median_ms": statistics.median(compressed) * 1000,
         "hottest": hottest,
     }
 
