@@ -128,9 +128,14 @@ CATEGORIES = [
     ("session lock and previous turn", ("_session_for_turn",)),
     ("rest of turn_ingest (regions, events, the turn row, commit)", ("turn_ingest",)),
     ("API key, throttles, serializer, response", ("APIView.dispatch",)),
-    ("Django request cycle and middleware", ("SyncToAsync", "AsyncToSync")),
+    ("Django request cycle and middleware", ("WSGIHandler.__call__", "SyncToAsync", "AsyncToSync")),
     ("daphne, Twisted and the event loop (HTTP, body transfer)", ("",)),
 ]
+
+
+#: A sample whose innermost frame is one of these is a thread waiting, not working (an idle
+#: request thread of the pool waits in ``_worker``, its queue's ``get`` being C code).
+WAITING = ("select (selectors.py", "Condition.wait", "_wait_for", "_worker (concurrent")
 
 
 def _hottest(raw: Path) -> list[tuple[str, float]]:
@@ -144,7 +149,7 @@ def _hottest(raw: Path) -> list[tuple[str, float]]:
         if not number.isdigit() or not stack:
             continue
         frames = stack.split(";")
-        if any(w in frames[-1] for w in ("select (selectors.py", "Condition.wait", "_wait_for")):
+        if any(w in frames[-1] for w in WAITING):
             continue  # waiting, not working
         total += int(number)
         category = next(name for name, marks in CATEGORIES if any(m in stack for m in marks))

@@ -361,7 +361,8 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         "",
         f"**Setup**: {args.servers} × `daphne ctxweb.asgi:application` on loopback ports (no proxy:"
         f" clients spread requests over the ports), PostgreSQL database `{LOAD_DB}` (created,"
-        f" migrated, dropped after), {redis}, `CONN_MAX_AGE=0`, rate limits off. {args.clients}"
+        f" migrated, dropped after), {redis}, default `CONN_MAX_AGE` and"
+        f" `CTXWEB_HTTP_THREADS`, rate limits off. {args.clients}"
         f" client threads each play a coding agent: `coding_session({args.turns},"
         f" target_tokens={args.target_tokens:,})`"
         + (f" from its turn {args.from_turn}" if args.from_turn else "")

@@ -1,15 +1,16 @@
-"""ASGI entry point: HTTP through Django, but for the recording proxy's calls (a plain ASGI relay,
+"""ASGI entry point: HTTP through Django, each request in one thread of a fixed pool
+(:mod:`ctxweb.serving`), but for the recording proxy's calls (a plain ASGI relay,
 :mod:`ctxweb.proxy.app`); WebSockets through Channels (served by daphne)."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 from ctxweb.datadir import prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 prepare()  # the data folder and the generated secret, before the settings are read
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -18,6 +19,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_guards  # noqa: E402
 from ctxweb.proxy.app import ProxyApplication  # noqa: E402
+from ctxweb.serving import ThreadedDjangoApplication  # noqa: E402
 
 daphne_guards()
 
@@ -31,7 +33,7 @@ if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimitASGIMiddleware(ProxyApplication(django_asgi_app)),
+        "http": BodyLimitASGIMiddleware(ProxyApplication(ThreadedDjangoApplication())),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

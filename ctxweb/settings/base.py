@@ -111,7 +111,10 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}",
-        conn_max_age=envint("CONN_MAX_AGE", 0),
+        # Kept across requests by the served shape's fixed pool of request threads
+        # (ctxweb.serving); a connection that died is replaced on its next use.
+        conn_max_age=envint("CONN_MAX_AGE", 300),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -294,6 +297,9 @@ CTXWEB_IMPORT_INLINE_BYTES = envint("CTXWEB_IMPORT_INLINE_BYTES", 1024 * 1024)
 CTXWEB_INGEST_SYNCHRONOUS_COMMIT = envbool("CTXWEB_INGEST_SYNCHRONOUS_COMMIT", True)
 
 # Request size: a turn carries a whole context; 32 MB by default, 413 above it.
+#: Threads serving Django's HTTP requests in each server process (ctxweb.serving): as many
+#: requests run at once, each thread keeps its database connection.
+CTXWEB_HTTP_THREADS = envint("CTXWEB_HTTP_THREADS", 16)
 CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024

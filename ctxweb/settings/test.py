@@ -26,3 +26,7 @@ STATIC_ROOT: Path | None = None  # type: ignore[no-redef]
 WHITENOISE_AUTOREFRESH = False
 # PBKDF2's deliberate slowness costs half a second a user.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# In this process a request's connection closes with it: requests served here by the threaded
+# handler (ctxweb.serving) would otherwise keep one per thread past the test database's teardown.
+# Servers started as subprocesses keep theirs (CONN_MAX_AGE of the base settings).
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

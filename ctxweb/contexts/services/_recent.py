@@ -43,6 +43,10 @@ class _Recent:
     system_row: MessageRow | None
     tools: tuple[Any, ...]
     toolset: ToolSet | None
+    #: Whether another process had stored turns of the session since this process's previous
+    #: one (behind round robin): the next turn's messages are then looked up before they are
+    #: counted, most of them being stored already.
+    shared: bool = False
 
 
 #: Sessions' latest turns as this process stored them (a bounded LRU), by project id and external

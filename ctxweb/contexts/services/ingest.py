@@ -141,7 +141,11 @@ def _guessed_plan(project: Project, context: Context, guess: _Recent) -> _Messag
         return None
     try:
         return _messages_plan(
-            project=project, messages=context.messages, encoding=guess.encoding, recent=guess
+            project=project,
+            messages=context.messages,
+            encoding=guess.encoding,
+            recent=guess,
+            look_up_first=guess.shared,
         )
     except FormatError:  # raised again in order, after a retried turn_id is recognized
         return None
@@ -392,6 +396,7 @@ def turn_ingest(
                 system_row=system,
                 tools=tools,
                 toolset=toolset,
+                shared=earlier is not None,
             ),
         )
         transaction.on_commit(lambda: live_events.turn_created(turn))

@@ -137,8 +137,11 @@ def _messages_plan(
     encoding: str,
     recent: _Recent | None,
     path: str = "messages",
+    look_up_first: bool = False,
 ) -> _MessagePlan:
-    """What :func:`message_rows` does before it asks the database."""
+    """What :func:`message_rows` does before it asks the database; with ``look_up_first``, the
+    new messages are looked up before they are counted (those stored already are not counted),
+    else a few are counted at once, to be inserted in the session lock's round trip."""
     start = 0
     prefix = _Messages([], [], [], [_zero_regions()])
     if recent is not None:
@@ -173,7 +176,7 @@ def _messages_plan(
         wanted=wanted,
         # Otherwise (no previous turn, or many new messages) they are looked up first, not to
         # count a whole context that is stored already.
-        optimistic=recent is not None and len(wanted) <= _OPTIMISTIC_MAX,
+        optimistic=recent is not None and not look_up_first and len(wanted) <= _OPTIMISTIC_MAX,
     )
     if plan.optimistic:
         plan.count({})

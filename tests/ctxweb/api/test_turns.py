@@ -430,6 +430,35 @@ def test_turns_in_turn_with_other_processes_are_stored_whole(
     assert all(ids is not None for ids in continued)
 
 
+def test_a_process_behind_round_robin_counts_only_what_no_process_stored(
+    world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Once a process has found that others store a session's turns between its own (round
+    robin), it looks the messages since up before counting them: it counts only those that no
+    process stored (it used to count every message since its own previous turn)."""
+    from ctxweb.contexts.services import storage
+
+    counted: list[Any] = []
+    count = storage.message_regions
+
+    def spy(message: Any, counter: Any) -> Any:
+        counted.append(message)
+        return count(message, counter)
+
+    monkeypatch.setattr(storage, "message_regions", spy)
+    for n in range(1, 12):
+        counted.clear()
+        with django_capture_on_commit_callbacks(execute=True):
+            if n % 3 == 0:
+                assert_turn_holds(ingest(world, "s1", n), n)
+            else:
+                with services.as_another_process():
+                    assert_turn_holds(ingest(world, "s1", n), n)
+        if n == 9:  # its previous turn (6) was already behind others' (4 and 5)
+            new = len(conversation(9)) - len(conversation(8))
+            assert len(counted) == new, (len(counted), new)
+
+
 def test_a_retry_of_a_turn_hashed_the_former_way_is_still_recognized(world: World) -> None:
     client = world.api(world.ingest_key)
     body = {"format": "openai-chat", "request": chat(SYSTEM, ASK), "turn_id": "t-1"}

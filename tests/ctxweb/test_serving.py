@@ -1,0 +1,190 @@
+"""Django's HTTP requests served on a fixed pool of threads (:mod:`ctxweb.serving`).
+
+In process through the real ``ctxweb.asgi.application``: what Django sees of a request (path,
+query, headers, cookies, a body that came in pieces), a streamed response sent as it is produced,
+a caller that leaves before its body arrives. Against a live daphne on PostgreSQL: requests
+reuse the server's database connections instead of opening one each (the point of the pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection
+
+from ctxweb.asgi import application
+from ctxweb.serving import environ_for
+from tests.support.builders import body, history
+from tests.support.servers import daphne, database_server_env, require_postgresql
+from tests.support.world import World
+
+
+def scope(
+    method: str, path: str, *, key: str | None = None, query: bytes = b"", headers: Any = ()
+) -> dict[str, Any]:
+    auth = [(b"authorization", f"Bearer {key}".encode())] if key else []
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), *auth, *headers],
+        "client": ("127.0.0.1", 1234),
+        "server": ("testserver", 80),
+    }
+
+
+def serve(
+    request: dict[str, Any], chunks: list[bytes] | None = None
+) -> tuple[int, dict[str, str], list[dict[str, Any]]]:
+    """Run ``request`` through the application; (status, headers, the body messages sent)."""
+    pending = list(chunks or [b""])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            chunk = pending.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async_to_sync(application)(request, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    headers = {n.decode(): v.decode() for n, v in start["headers"]}
+    return start["status"], headers, [m for m in sent if m["type"] == "http.response.body"]
+
+
+def payload(messages: list[dict[str, Any]]) -> bytes:
+    return b"".join(m.get("body", b"") for m in messages)
+
+
+def test_the_environ_is_what_a_wsgi_server_gives_django() -> None:
+    environ = environ_for(
+        {
+            **scope(
+                "POST",
+                "/app/api/v1/sessions/é",
+                query=b"a=1&b=%20",
+                headers=[
+                    (b"cookie", b"a=1"),
+                    (b"cookie", b"b=2"),
+                    (b"x-thing", b"one"),
+                    (b"x-thing", b"two"),
+                    (b"content-type", b"application/json"),
+                    (b"content-length", b"999"),
+                ],
+            ),
+            "root_path": "/app",
+        },
+        None,
+        12,
+    )
+    assert environ["SCRIPT_NAME"] == "/app"
+    assert environ["PATH_INFO"] == "/api/v1/sessions/é".encode().decode("latin-1")
+    assert environ["QUERY_STRING"] == "a=1&b=%20"
+    assert environ["HTTP_COOKIE"] == "a=1; b=2"
+    assert environ["HTTP_X_THING"] == "one,two"
+    assert environ["CONTENT_TYPE"] == "application/json"
+    assert environ["CONTENT_LENGTH"] == "12"  # what was read, not what was declared
+    assert "HTTP_CONTENT_LENGTH" not in environ
+    assert (environ["REMOTE_ADDR"], environ["SERVER_NAME"]) == ("127.0.0.1", "testserver")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_body_in_pieces_and_a_streamed_export(world: World) -> None:
+    data = json.dumps(body(history(3))).encode()
+    pieces = [data[i : i + 100] for i in range(0, len(data), 100)]
+    status, _, sent = serve(
+        scope(
+            "POST",
+            "/api/v1/sessions/s1/turns",
+            key=world.ingest_key,
+            headers=[(b"content-type", b"application/json")],
+        ),
+        pieces,
+    )
+    assert status == 201, payload(sent)
+    assert json.loads(payload(sent))["index"] == 0
+
+    status, headers, sent = serve(
+        scope("GET", "/api/v1/sessions/s1/export", key=world.ingest_key, query=b"format=jsonl")
+    )
+    assert status == 200, payload(sent)
+    assert "jsonl" in headers["content-type"] or "json" in headers["content-type"]
+    lines = payload(sent).decode().splitlines()
+    assert lines
+    assert all(json.loads(line) for line in lines)
+    # streamed: each piece sent as the thread produced it, then the end of the body
+    assert len(sent) >= 2
+    assert all(m.get("more_body") for m in sent[:-1])
+    assert not sent[-1].get("more_body")
+    assert sent[-1]["body"] == b""
+
+
+def test_a_caller_that_leaves_before_its_body_gets_nothing() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async_to_sync(application)(scope("POST", "/api/v1/sessions/s1/turns"), receive, send)
+    assert sent == []
+
+
+THREADS = 2
+
+
+@pytest.fixture
+def postgres_server(tmp_path: Any, world: World) -> Iterator[tuple[int, str]]:
+    require_postgresql("a server's own connections")
+    env = {**database_server_env(tmp_path), "CTXWEB_HTTP_THREADS": str(THREADS)}
+    with daphne(env) as server:
+        yield server.port, world.ingest_key
+
+
+def server_backends() -> set[int]:
+    """The PostgreSQL backends on the test database other than this process's own."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        )
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_keeps_its_database_connections(postgres_server: tuple[int, str]) -> None:
+    """Turn after turn, every request runs on a connection one of the server's threads already
+    holds: the server's backends never outnumber its threads (plus the one that records a key's
+    use, once a minute). It used to open and close one per request: none was left between
+    requests, and each request's was new."""
+    port, key = postgres_server
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    seen: set[int] = set()
+    for n in range(1, 13):
+        client.request("POST", "/api/v1/sessions/kept/turns", json.dumps(body(history(n))), headers)
+        answer = client.getresponse()
+        assert answer.status == 201, answer.read()
+        answer.read()
+        now = server_backends()
+        assert now, f"no connection kept after request {n}"
+        seen |= now
+    assert len(seen) <= THREADS + 1, seen
