@@ -16,7 +16,9 @@ Steps, each run only while the counted total is still above the target:
    paths, commands, errors, tests, URLs, identifiers and numbers, cut to what the target leaves
    room for, and ends with a pointer to one artifact holding the full text of the summarized
    messages (a previous summary's pointers are carried over), so every fact of what it removes
-   stays reachable, not only those the summary has room for.
+   stays reachable, not only those the summary has room for. A summary that would cost more
+   than the digests it replaces has its prose cut rather than being skipped, and its prose gives
+   way to the fact lines of what it replaced when both do not fit (facts before prose).
 
 The latest user turn (``latest_turn``):
 

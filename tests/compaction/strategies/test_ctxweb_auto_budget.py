@@ -128,3 +128,72 @@ def test_it_is_deterministic(counter):
     second = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
     assert first.context == second.context
     assert first.edits == second.edits
+
+
+def _chat(turns=8):
+    """A support chat: many short turns, each a small tool output full of codes and ids."""
+    messages = [sys("You are a support agent. " * 60)]
+    for i in range(turns):
+        order = f"ORD{i:03d}X{i}"
+        messages += [
+            u(f"Please check order {order} for user_id jane_doe_{i}"),
+            atc(f"c{i}", name="get_order_details", args=json.dumps({"order_id": order})),
+            t(
+                f"c{i}",
+                json.dumps(
+                    {
+                        "order_id": order,
+                        "items": [f"ITM{i}{k}77" for k in range(4)],
+                        "status": "pending",
+                    }
+                ),
+            ),
+            a(f"Order {order} is pending with 4 items. Anything else I can do for you today?"),
+        ]
+    messages += [
+        u("yes, cancel it"),
+        atc("cz", name="cancel_order", args='{"order_id": "ORD007X7"}'),
+        t("cz", '{"ok": true}'),
+    ]
+    return ctx(*messages)
+
+
+def test_the_summary_gives_its_prose_to_the_facts_of_what_it_replaced(counter):
+    context = _chat()
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 600}, counter=counter)
+    assert plan.after.total <= 600
+    # the prose alone kept 11 of the 52 facts at this size: fact lines keep more per token
+    assert len(_facts(context) & _facts(plan.context)) >= 25
+    assert any("make room for the facts" in w for w in plan.warnings)
+    summary = plan.context.messages[1].text
+    assert "ITM0077" in summary
+    assert "[EXTERNALIZED:" in summary  # what it cut stays behind the pointer
+
+
+def test_a_summary_dearer_than_the_digest_it_would_replace_is_cut_not_skipped(counter):
+    request = "Please refactor the storage layer as described: " + "keep the API stable. " * 12
+    latest = [
+        u("now write the docs"),
+        atc(
+            "w",
+            name="write",
+            args=json.dumps({"path": "docs/store.md", "content": "Storage docs. " * 150}),
+        ),
+        t("w", "ok"),
+    ]
+    context = ctx(
+        sys("s"),
+        u(request),
+        atc("c0", name="read", args='{"path": "src/store.py"}'),
+        t("c0", "def load_item(): pass\n" * 40),
+        a("Refactored src/store.py: " + "the loader now batches reads and caches them. " * 10),
+        *latest,
+    )
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 600}, counter=counter)
+    # the turn's digest alone (quoting the request and the reply) left 653 tokens
+    assert plan.after.total <= 600
+    messages = plan.context.messages
+    assert messages[1].text.startswith("[CTXWEB_SUMMARY]\n")
+    assert "src/store.py" in messages[1].text
+    assert messages[2:] == tuple(latest)
+    assert orphans(messages).ok
