@@ -197,3 +197,21 @@ def test_a_summary_dearer_than_the_digest_it_would_replace_is_cut_not_skipped(co
     assert "src/store.py" in messages[1].text
     assert messages[2:] == tuple(latest)
     assert orphans(messages).ok
+
+
+def test_a_carried_dotted_call_still_reads_as_a_call(counter):
+    messages = [sys("s")]
+    for i in range(6):
+        code = "y = x + 1\n" * 200 + f"wave = np.sin(x{i})\nplt.plot_{i}(wave)\n"
+        messages += [u(f"try {i}"), atc(f"c{i}", name="read"), t(f"c{i}", code), a(f"ok {i}")]
+    messages += [u("now play it"), a("done")]
+    context = ctx(*messages)
+    plan = get_strategy("ctxweb-auto").plan(
+        context, {"target_tokens": 900, "max_step": "prune"}, counter=counter
+    )
+    assert plan.after.total <= 900
+    text = "\n".join(render_message(m) for m in plan.context.messages)
+    assert "np.sin()" in text
+    # the fact is a call: written without its parenthesis, no reader would find it again
+    assert _facts(context) <= _facts(plan.context)
+
