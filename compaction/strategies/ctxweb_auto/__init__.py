@@ -10,7 +10,9 @@ Steps, each run only while the counted total is still above the target:
 3. **prune**: every remaining older tool output, and argument strings above 512 bytes, become
    their pointer;
 4. **digest**: the oldest user turns, one at a time, each become a short digest (the request,
-   the tools called, errors, facts, the last reply) that points at the turn's full text;
+   the tools called, errors, facts, the last reply) that points at the turn's full text; when a
+   whole turn's digest would take far more than the target needs, the finest cut instead: the
+   turn's request kept and only its oldest steps digested;
 5. **summarize**: the oldest whole user turns (digests included) are replaced by one
    ``[CTXWEB_SUMMARY]`` user message (incremental over a previous one) that keeps their facts:
    paths, commands, errors, tests, URLs, identifiers and numbers, cut to what the target leaves

@@ -26,7 +26,8 @@ from compaction.strategies.ctxweb_auto._facts import (
     message_facts,
     part_facts,
 )
-from compaction.strategies.ctxweb_auto._summaries import Sources, make_room
+from compaction.strategies.ctxweb_auto._steps import Sources
+from compaction.strategies.ctxweb_auto._summaries import make_room
 from compaction.strategies.ctxweb_auto._texts import FULL_TEXT
 from compaction.strategies.outputs import with_result_text
 

@@ -7,16 +7,20 @@ orphaned; the digest's facts are written by the plan's fact pass."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from compaction.messages.model import Message, TextPart
 from compaction.regions import CTXWEB_SUMMARY_MARKER
 from compaction.strategies.base import Draft, make_artifact, render_message
-from compaction.strategies.ctxweb_auto._summaries import Sources
 from compaction.strategies.ctxweb_auto._texts import DIGEST_QUOTE, clip, pointer
 from compaction.summarizers import extract_facts, messages_text
 from compaction.turns import orphans
 
-__all__ = ["STEPS_HEADER", "digest_steps"]
+__all__ = ["STEPS_HEADER", "Sources", "digest_steps"]
+
+#: Each message this plan inserted (a digest or summary), by ``id``: the message itself (held,
+#: so its ``id`` is not reused) and the messages it replaced.
+Sources = dict[int, tuple[Message, Sequence[Message]]]
 
 #: How a step digest begins (a summary marker, so the regions count it as summary).
 STEPS_HEADER = CTXWEB_SUMMARY_MARKER + " digest of earlier steps of this turn"
@@ -77,7 +81,7 @@ def digest_steps(draft: Draft, total: int, aim: int, lo: int, hi: int, sources: 
             "turn_steps",
             "\n\n".join(f"[{m.role}]\n{render_message(m)}" for m in steps),
             tokens=prefix[chosen],
-            summary=f"{len(steps)} earlier steps of the latest user turn",
+            summary=f"{len(steps)} earlier steps of a user turn",
         )
         message = Message("user", (TextPart(steps_text(steps, full.id)),))
         added = draft.tokens(message)

@@ -12,6 +12,7 @@ from itertools import pairwise
 from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from compaction.regions import is_summary
 from compaction.strategies.base import Artifact, Draft, make_artifact, render_message
+from compaction.strategies.ctxweb_auto._steps import Sources, digest_steps
 from compaction.strategies.ctxweb_auto._texts import (
     CUT_NOTE,
     DIGEST_HEADER,
@@ -27,10 +28,6 @@ from compaction.summarizers import FactSummarizer, Summarizer
 from compaction.turns import find_legal_start, is_user_turn_start, orphans
 
 __all__ = ["Digested", "Sources", "digest", "make_room", "shorten_summary", "summarize"]
-
-#: Each message this plan inserted (a digest or summary), by ``id``: the message itself (held,
-#: so its ``id`` is not reused) and the messages it replaced.
-Sources = dict[int, tuple[Message, Sequence[Message]]]
 
 #: A turn is digested only when its digest costs less than this share of its tokens.
 DIGEST_GAIN = 0.7
@@ -70,8 +67,16 @@ def digest(
         removed = sum(map(draft.tokens, turn))
         # Judged with a stand-in id first: the turn's full text is built only for a digest
         # that is kept.
-        if draft.text_tokens(digest_text(originals, "0" * 64)) >= removed * DIGEST_GAIN:
+        estimate = draft.text_tokens(digest_text(originals, "0" * 64))
+        if estimate >= removed * DIGEST_GAIN:
             continue
+        request = draft.tokens(turn[0])
+        if total - removed + request + estimate <= target and sources is not None:
+            # the whole turn's digest would take more than the target needs: the finest cut,
+            # its request kept and only its oldest steps digested
+            fine = digest_steps(draft, total, target, lo + 1, hi, sources)
+            if fine < total:
+                return fine
         full = _full_text("turn", originals, draft, f"user turn of {len(originals)} messages")
         message = Message("user", (TextPart(digest_text(originals, full.id)),))
         added = draft.tokens(message)

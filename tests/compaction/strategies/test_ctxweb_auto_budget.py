@@ -215,3 +215,19 @@ def test_a_carried_dotted_call_still_reads_as_a_call(counter):
     # the fact is a call: written without its parenthesis, no reader would find it again
     assert _facts(context) <= _facts(plan.context)
 
+
+def test_an_old_turn_too_big_to_keep_loses_only_its_oldest_steps(counter):
+    # one old request drove every call: digesting the whole turn would land far under
+    old = _one_turn(calls=16, size=60).messages
+    latest = [u("and now the docs"), a("on it")]
+    context = ctx(*old, *latest)
+    strategy = get_strategy("ctxweb-auto")
+    total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
+    target = total // 4  # its whole digest alone: 368 tokens of 3,374
+    plan = strategy.plan(context, {"target_tokens": target}, counter=counter)
+    assert 0.9 * target <= plan.after.total <= target
+    messages = plan.context.messages
+    assert messages[1] == context.messages[1]  # the old request stays verbatim
+    assert "digest of earlier steps of this turn" in messages[2].text
+    assert messages[-2:] == tuple(latest)
+    assert orphans(messages).ok
