@@ -36,15 +36,17 @@ def _boundaries(messages: list[Message], lo: int, hi: int) -> list[int]:
     return cuts
 
 
-def steps_text(steps: list[Message], full_text_id: str) -> str:
+def steps_text(steps: list[Message], full_text_id: str, *, brief: bool = False) -> str:
     """The digest of ``steps``: the tools called, the last error lines, the last thing the
-    assistant said, and a pointer to their full text."""
+    assistant said (not when ``brief``), and a pointer to their full text."""
     calls = Counter(c.name for m in steps for c in m.tool_calls)
     said = next((m.text for m in reversed(steps) if m.role == "assistant" and m.text.strip()), "")
-    errors = extract_facts(messages_text(steps)).errors
+    errors = [] if brief else extract_facts(messages_text(steps)).errors
     lines = [f"{STEPS_HEADER} ({len(steps)} messages)"]
     if calls:
         lines.append("tools: " + ", ".join(f"{name} ×{n}" for name, n in calls.items()))
+    if brief:
+        said = ""
     if errors:
         lines.append("errors: " + " | ".join(clip(e, 160) for e in errors[-3:]))
     if said:
@@ -88,6 +90,12 @@ def digest_steps(draft: Draft, total: int, aim: int, lo: int, hi: int, sources: 
         if added <= cost or chosen == cuts[-1]:
             break
         cost = added
+    if total - prefix[chosen] + added > aim:
+        # even every step digested misses the aim: the digest without its quotes (its errors
+        # and the assistant's last words stay in the full text; the plan carries their facts)
+        brief = Message("user", (TextPart(steps_text(steps, full.id, brief=True)),))
+        if draft.tokens(brief) < added:
+            message, added = brief, draft.tokens(brief)
     if added >= prefix[chosen]:
         return total
     draft.artifacts.setdefault(full.id, full)

@@ -231,3 +231,25 @@ def test_an_old_turn_too_big_to_keep_loses_only_its_oldest_steps(counter):
     assert "digest of earlier steps of this turn" in messages[2].text
     assert messages[-2:] == tuple(latest)
     assert orphans(messages).ok
+
+
+def test_when_every_step_digested_still_misses_the_target_the_digest_drops_its_quotes(counter):
+    messages = [sys("s"), u("change the flights of every reservation of mia_li_3975")]
+    for k in range(5):
+        messages += [
+            atc(
+                f"l{k}",
+                text="Let me look the reservation up before changing anything. " * 8,
+                name="get_reservation_details",
+                args=json.dumps({"reservation_id": f"RES{k}Z9"}),
+            ),
+            t(f"l{k}", json.dumps({"flights": [f"HAT{k}{j}1" for j in range(3)]})),
+        ]
+    context = ctx(*messages)
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 220}, counter=counter)
+    # with the assistant's last words quoted, the plan left 260 tokens
+    assert plan.after.total <= 220
+    [digest] = [m for m in plan.context.messages if "digest of earlier steps" in m.text]
+    assert "assistant:" not in digest.text
+    assert "[EXTERNALIZED:" in digest.text
+    assert plan.context.messages[-2:] == context.messages[-2:]
