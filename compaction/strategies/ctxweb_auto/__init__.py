@@ -10,13 +10,17 @@ Steps, each run only while the counted total is still above the target:
 3. **prune**: every remaining older tool output, and argument strings above 512 bytes, become
    their pointer;
 4. **digest**: the oldest user turns, one at a time, each become a short digest (the request,
-   the tools called, errors, facts, the last reply) that points at the turn's full text;
+   the tools called, errors, facts, the last reply) that points at the turn's full text; when a
+   whole turn's digest would take far more than the target needs, the finest cut instead: the
+   turn's request kept and only its oldest steps digested;
 5. **summarize**: the oldest whole user turns (digests included) are replaced by one
    ``[CTXWEB_SUMMARY]`` user message (incremental over a previous one) that keeps their facts:
    paths, commands, errors, tests, URLs, identifiers and numbers, cut to what the target leaves
    room for, and ends with a pointer to one artifact holding the full text of the summarized
    messages (a previous summary's pointers are carried over), so every fact of what it removes
-   stays reachable, not only those the summary has room for.
+   stays reachable, not only those the summary has room for. A summary that would cost more
+   than the digests it replaces has its prose cut rather than being skipped, and its prose gives
+   way to the fact lines of what it replaced when both do not fit (facts before prose).
 
 The latest user turn (``latest_turn``):
 

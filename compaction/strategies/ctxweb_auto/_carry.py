@@ -6,7 +6,8 @@ leaves.
 A shrunk tool output gets a ``facts:`` line after its pointer; a shrunk tool-call argument gets
 it inside the string that holds the pointer (the arguments stay valid JSON); a digest or summary
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
-When the room runs out, the oldest carriers give up their facts first.
+When the room runs out, the summary's prose gives way first (its goal and next steps last), then
+the oldest carriers give up their facts.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from compaction.strategies.ctxweb_auto._facts import (
     message_facts,
     part_facts,
 )
-from compaction.strategies.ctxweb_auto._summaries import Sources
+from compaction.strategies.ctxweb_auto._steps import Sources
+from compaction.strategies.ctxweb_auto._summaries import make_room
 from compaction.strategies.ctxweb_auto._texts import FULL_TEXT
 from compaction.strategies.outputs import with_result_text
 
@@ -166,6 +168,18 @@ def _render(carrier: _Carrier, message: Message, facts: list[Fact]) -> Message |
     return _with_line(message, carrier.part, line) if line else None
 
 
+def _cost(draft: Draft, carriers: list[_Carrier]) -> int:
+    """The tokens writing every assigned fact would add."""
+    cost = 0
+    for carrier in carriers:
+        if carrier.facts:
+            message = draft.messages[carrier.position]
+            new = _render(carrier, message, sorted(carrier.facts, key=_rank))
+            if new is not None:
+                cost += draft.tokens(new) - draft.tokens(message)
+    return cost
+
+
 def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple[int, int, int]:
     """Write the facts the draft lost into the carriers that replaced them, most recent first,
     spending at most ``room`` tokens. Returns (the new total, facts still lost, facts of the
@@ -176,6 +190,18 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
         return total, 0, len(wanted)
     carriers = _carriers(draft, inserted)
     _assign(carriers, lost)
+    # facts before prose: the summary's prose gives way to the fact lines that do not fit (a
+    # cut line may hold facts of its own: they join the lost ones, hence a few rounds)
+    for _ in range(3):
+        need = _cost(draft, carriers) - room
+        cut = make_room(draft, total, need, room, inserted)
+        if cut >= total:
+            break
+        room += total - cut
+        total = cut
+        lost = wanted - _visible(draft, draft.messages)
+        carriers = _carriers(draft, inserted)
+        _assign(carriers, lost)
     carried = 0
     for carrier in reversed(carriers):
         if not carrier.facts or room <= 0:

@@ -127,16 +127,22 @@ def _ordered(facts: Iterable[Fact]) -> list[Fact]:
     return sorted(set(facts), key=lambda f: (KINDS.index(f[0]), f[1]))
 
 
+def _shown(kind: str, text: str) -> str:
+    """A fact as a line writes it: a dotted name was found as a call, and is one only with
+    its parenthesis (``os.path.join()``), so the line still holds the fact it carries."""
+    return f"{text}()" if kind == "names" and "." in text else text
+
+
 def fact_line(facts: Iterable[Fact], label: str = "facts") -> str:
     """One line listing ``facts`` by kind, files first.
 
     Example:
-        >>> fact_line([("names", "load_config"), ("files", "src/app.py")])
-        'facts: files src/app.py; names load_config'
+        >>> fact_line([("names", "load_config"), ("files", "src/app.py"), ("names", "np.sin")])
+        'facts: files src/app.py; names load_config, np.sin()'
     """
     by_kind: dict[str, list[str]] = {}
     for kind, text in _ordered(facts):
-        by_kind.setdefault(kind, []).append(text)
+        by_kind.setdefault(kind, []).append(_shown(kind, text))
     if not by_kind:
         return ""
     return f"{label}: " + "; ".join(f"{k} {', '.join(v)}" for k, v in by_kind.items())

@@ -7,16 +7,20 @@ orphaned; the digest's facts are written by the plan's fact pass."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from compaction.messages.model import Message, TextPart
 from compaction.regions import CTXWEB_SUMMARY_MARKER
 from compaction.strategies.base import Draft, make_artifact, render_message
-from compaction.strategies.ctxweb_auto._summaries import Sources
 from compaction.strategies.ctxweb_auto._texts import DIGEST_QUOTE, clip, pointer
 from compaction.summarizers import extract_facts, messages_text
 from compaction.turns import orphans
 
-__all__ = ["STEPS_HEADER", "digest_steps"]
+__all__ = ["STEPS_HEADER", "Sources", "digest_steps"]
+
+#: Each message this plan inserted (a digest or summary), by ``id``: the message itself (held,
+#: so its ``id`` is not reused) and the messages it replaced.
+Sources = dict[int, tuple[Message, Sequence[Message]]]
 
 #: How a step digest begins (a summary marker, so the regions count it as summary).
 STEPS_HEADER = CTXWEB_SUMMARY_MARKER + " digest of earlier steps of this turn"
@@ -32,15 +36,17 @@ def _boundaries(messages: list[Message], lo: int, hi: int) -> list[int]:
     return cuts
 
 
-def steps_text(steps: list[Message], full_text_id: str) -> str:
+def steps_text(steps: list[Message], full_text_id: str, *, brief: bool = False) -> str:
     """The digest of ``steps``: the tools called, the last error lines, the last thing the
-    assistant said, and a pointer to their full text."""
+    assistant said (not when ``brief``), and a pointer to their full text."""
     calls = Counter(c.name for m in steps for c in m.tool_calls)
     said = next((m.text for m in reversed(steps) if m.role == "assistant" and m.text.strip()), "")
-    errors = extract_facts(messages_text(steps)).errors
+    errors = [] if brief else extract_facts(messages_text(steps)).errors
     lines = [f"{STEPS_HEADER} ({len(steps)} messages)"]
     if calls:
         lines.append("tools: " + ", ".join(f"{name} ×{n}" for name, n in calls.items()))
+    if brief:
+        said = ""
     if errors:
         lines.append("errors: " + " | ".join(clip(e, 160) for e in errors[-3:]))
     if said:
@@ -77,13 +83,19 @@ def digest_steps(draft: Draft, total: int, aim: int, lo: int, hi: int, sources: 
             "turn_steps",
             "\n\n".join(f"[{m.role}]\n{render_message(m)}" for m in steps),
             tokens=prefix[chosen],
-            summary=f"{len(steps)} earlier steps of the latest user turn",
+            summary=f"{len(steps)} earlier steps of a user turn",
         )
         message = Message("user", (TextPart(steps_text(steps, full.id)),))
         added = draft.tokens(message)
         if added <= cost or chosen == cuts[-1]:
             break
         cost = added
+    if total - prefix[chosen] + added > aim:
+        # even every step digested misses the aim: the digest without its quotes (its errors
+        # and the assistant's last words stay in the full text; the plan carries their facts)
+        brief = Message("user", (TextPart(steps_text(steps, full.id, brief=True)),))
+        if draft.tokens(brief) < added:
+            message, added = brief, draft.tokens(brief)
     if added >= prefix[chosen]:
         return total
     draft.artifacts.setdefault(full.id, full)

@@ -11,10 +11,9 @@ from compaction.strategies.base import Draft, Param, Strategy
 from compaction.strategies.ctxweb_auto._carry import carry_facts
 from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
 from compaction.strategies.ctxweb_auto._search import Attempt, search
-from compaction.strategies.ctxweb_auto._steps import digest_steps
+from compaction.strategies.ctxweb_auto._steps import Sources, digest_steps
 from compaction.strategies.ctxweb_auto._summaries import (
     Digested,
-    Sources,
     digest,
     shorten_summary,
     summarize,

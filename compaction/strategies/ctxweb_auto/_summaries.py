@@ -12,6 +12,7 @@ from itertools import pairwise
 from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from compaction.regions import is_summary
 from compaction.strategies.base import Artifact, Draft, make_artifact, render_message
+from compaction.strategies.ctxweb_auto._steps import Sources, digest_steps
 from compaction.strategies.ctxweb_auto._texts import (
     CUT_NOTE,
     DIGEST_HEADER,
@@ -26,11 +27,7 @@ from compaction.strategies.ctxweb_auto._texts import (
 from compaction.summarizers import FactSummarizer, Summarizer
 from compaction.turns import find_legal_start, is_user_turn_start, orphans
 
-__all__ = ["Digested", "Sources", "digest", "shorten_summary", "summarize"]
-
-#: Each message this plan inserted (a digest or summary), by ``id``: the message itself (held,
-#: so its ``id`` is not reused) and the messages it replaced.
-Sources = dict[int, tuple[Message, Sequence[Message]]]
+__all__ = ["Digested", "Sources", "digest", "make_room", "shorten_summary", "summarize"]
 
 #: A turn is digested only when its digest costs less than this share of its tokens.
 DIGEST_GAIN = 0.7
@@ -70,8 +67,16 @@ def digest(
         removed = sum(map(draft.tokens, turn))
         # Judged with a stand-in id first: the turn's full text is built only for a digest
         # that is kept.
-        if draft.text_tokens(digest_text(originals, "0" * 64)) >= removed * DIGEST_GAIN:
+        estimate = draft.text_tokens(digest_text(originals, "0" * 64))
+        if estimate >= removed * DIGEST_GAIN:
             continue
+        request = draft.tokens(turn[0])
+        if total - removed + request + estimate <= target and sources is not None:
+            # the whole turn's digest would take more than the target needs: the finest cut,
+            # its request kept and only its oldest steps digested
+            fine = digest_steps(draft, total, target, lo + 1, hi, sources)
+            if fine < total:
+                return fine
         full = _full_text("turn", originals, draft, f"user turn of {len(originals)} messages")
         message = Message("user", (TextPart(digest_text(originals, full.id)),))
         added = draft.tokens(message)
@@ -148,7 +153,13 @@ def summarize(
         cut, summary, size = attempt(math.inf)  # everything before the latest turn
     removed = prefix[cut - first]
     if size >= removed:
-        return total  # the summary would cost more than what it replaces (a few digests)
+        # the summary would cost more than what it replaces (a few digests): its prose cut to
+        # what still saves tokens, the goal and next steps kept first, its facts carried later
+        frame = size - draft.text_tokens(summary)  # its header and trailer
+        summary = fit_summary(summary, removed - 1 - frame, draft.text_tokens)
+        size = draft.text_tokens(summary) + frame
+        if size >= removed:
+            return total
     if not orphans(messages[cut:]).ok:
         draft.warn("ctxweb-auto: the kept messages already had orphaned tool pairs")
     # The artifact holds the messages as they came in, before steps 1-4 shrank or digested
@@ -175,6 +186,60 @@ def summarize(
     return total - removed + draft.tokens(message)
 
 
+def _summary_position(draft: Draft) -> int | None:
+    """Where the summary this plan wrote sits, if it wrote one."""
+    return next(
+        (
+            i
+            for i, (m, origin) in enumerate(zip(draft.messages, draft.origin, strict=True))
+            if origin is None and m.text.startswith(SUMMARY_HEADER)
+        ),
+        None,
+    )
+
+
+def _least(draft: Draft, summary: Message) -> int:
+    """The tokens of ``summary`` cut to nothing: its header, the cut note, its pointers."""
+    _, marker, pointers = summary.text.partition(f"\n\n{FULL_TEXT}")
+    return draft.tokens(Message("user", (TextPart(SUMMARY_HEADER + CUT_NOTE + marker + pointers),)))
+
+
+def _cut_summary(
+    draft: Draft, position: int, budget: int, sources: Sources | None
+) -> tuple[int, int]:
+    """Cut the prose of the summary at ``position`` to what leaves it at most ``budget`` tokens
+    (its header, a note that it was cut and its pointers to the full text stay), as far as
+    that goes. Returns (its tokens before, after); nothing changes when it would not shrink."""
+    old = draft.messages[position]
+    before = draft.tokens(old)
+    body, marker, pointers = old.text[len(SUMMARY_HEADER) :].partition(f"\n\n{FULL_TEXT}")
+    trailer = marker + pointers
+
+    def message(text: str) -> Message:
+        return Message("user", (TextPart(SUMMARY_HEADER + text + trailer),))
+
+    floor = _least(draft, old)
+    if floor >= before:
+        return before, before
+    room = max(budget, floor) - floor + draft.text_tokens(CUT_NOTE)
+    new = message(fit_summary(body, room, draft.text_tokens))
+    while draft.tokens(new) > max(budget, floor) and room > 0:
+        room -= draft.tokens(new) - max(budget, floor)
+        new = message(fit_summary(body, max(room, 0), draft.text_tokens))
+    after = draft.tokens(new)
+    if after >= before:
+        return before, before
+    draft.messages[position] = new
+    if sources is not None and id(old) in sources:
+        sources[id(new)] = (new, sources.pop(id(old))[1])
+    # the summary's insert edit reports what the context now holds
+    for k in range(len(draft.edits) - 1, -1, -1):
+        if draft.edits[k].kind == "insert-summary":
+            draft.edits[k] = replace(draft.edits[k], tokens_after=after)
+            break
+    return before, after
+
+
 def shorten_summary(
     draft: Draft,
     total: int,
@@ -184,42 +249,38 @@ def shorten_summary(
     """The very last resort: cut the summary this plan wrote to what the target leaves room
     for (its pointer to the full text stays). Nothing is cut when even an empty summary
     would leave the total above the target."""
-    position = next(
-        (
-            i
-            for i, (m, origin) in enumerate(zip(draft.messages, draft.origin, strict=True))
-            if origin is None and m.text.startswith(SUMMARY_HEADER)
-        ),
-        None,
-    )
+    position = _summary_position(draft)
     if position is None:
         return total
-    old = draft.messages[position]
-    body, marker, pointers = old.text[len(SUMMARY_HEADER) :].partition(f"\n\n{FULL_TEXT}")
-    trailer = marker + pointers
-
-    def message(text: str) -> Message:
-        return Message("user", (TextPart(SUMMARY_HEADER + text + trailer),))
-
-    rest = total - draft.tokens(old)
-    floor = draft.tokens(message(CUT_NOTE))
-    if rest + floor > target:
+    rest = total - draft.tokens(draft.messages[position])
+    if rest + _least(draft, draft.messages[position]) > target:
         return total
-    room = target - rest - floor + draft.text_tokens(CUT_NOTE)
-    new = message(fit_summary(body, room, draft.text_tokens))
-    while rest + draft.tokens(new) > target and room > 0:
-        room -= rest + draft.tokens(new) - target
-        new = message(fit_summary(body, max(room, 0), draft.text_tokens))
-    draft.messages[position] = new
-    if sources is not None and id(old) in sources:
-        sources[id(new)] = (new, sources.pop(id(old))[1])
-    # the summary's insert edit reports what the context now holds
-    for k in range(len(draft.edits) - 1, -1, -1):
-        if draft.edits[k].kind == "insert-summary":
-            draft.edits[k] = replace(draft.edits[k], tokens_after=draft.tokens(new))
-            break
-    draft.warn("ctxweb-auto: the summary was shortened to fit the target")
-    return rest + draft.tokens(new)
+    before, after = _cut_summary(draft, position, target - rest, sources)
+    if after < before:
+        draft.warn("ctxweb-auto: the summary was shortened to fit the target")
+    return total - before + after
+
+
+def make_room(
+    draft: Draft, total: int, need: int, room: int, sources: Sources | None = None
+) -> int:
+    """Cut the prose of the summary this plan wrote by up to ``need`` tokens, for the facts of
+    what it replaced: a fact line keeps more of what the model needs per token than prose
+    (the goal and next steps are the last lines cut). Nothing is cut when the ``room`` the
+    target leaves (negative: the total is above it) would stay empty even so. Returns the new
+    total."""
+    position = _summary_position(draft)
+    if position is None or need <= 0:
+        return total
+    size = draft.tokens(draft.messages[position])
+    if room + size - _least(draft, draft.messages[position]) <= 0:
+        return total
+    before, after = _cut_summary(draft, position, size - need, sources)
+    if after < before:
+        draft.warn(
+            "ctxweb-auto: the summary was shortened to make room for the facts of what it replaced"
+        )
+    return total - before + after
 
 
 def _expand(

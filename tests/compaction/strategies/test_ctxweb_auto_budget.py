@@ -128,3 +128,128 @@ def test_it_is_deterministic(counter):
     second = get_strategy("ctxweb-auto").plan(context, params, counter=counter)
     assert first.context == second.context
     assert first.edits == second.edits
+
+
+def _chat(turns=8):
+    """A support chat: many short turns, each a small tool output full of codes and ids."""
+    messages = [sys("You are a support agent. " * 60)]
+    for i in range(turns):
+        order = f"ORD{i:03d}X{i}"
+        messages += [
+            u(f"Please check order {order} for user_id jane_doe_{i}"),
+            atc(f"c{i}", name="get_order_details", args=json.dumps({"order_id": order})),
+            t(
+                f"c{i}",
+                json.dumps(
+                    {
+                        "order_id": order,
+                        "items": [f"ITM{i}{k}77" for k in range(4)],
+                        "status": "pending",
+                    }
+                ),
+            ),
+            a(f"Order {order} is pending with 4 items. Anything else I can do for you today?"),
+        ]
+    messages += [
+        u("yes, cancel it"),
+        atc("cz", name="cancel_order", args='{"order_id": "ORD007X7"}'),
+        t("cz", '{"ok": true}'),
+    ]
+    return ctx(*messages)
+
+
+def test_the_summary_gives_its_prose_to_the_facts_of_what_it_replaced(counter):
+    context = _chat()
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 600}, counter=counter)
+    assert plan.after.total <= 600
+    # the prose alone kept 11 of the 52 facts at this size: fact lines keep more per token
+    assert len(_facts(context) & _facts(plan.context)) >= 25
+    assert any("make room for the facts" in w for w in plan.warnings)
+    summary = plan.context.messages[1].text
+    assert "ITM0077" in summary
+    assert "[EXTERNALIZED:" in summary  # what it cut stays behind the pointer
+
+
+def test_a_summary_dearer_than_the_digest_it_would_replace_is_cut_not_skipped(counter):
+    request = "Please refactor the storage layer as described: " + "keep the API stable. " * 12
+    latest = [
+        u("now write the docs"),
+        atc(
+            "w",
+            name="write",
+            args=json.dumps({"path": "docs/store.md", "content": "Storage docs. " * 150}),
+        ),
+        t("w", "ok"),
+    ]
+    context = ctx(
+        sys("s"),
+        u(request),
+        atc("c0", name="read", args='{"path": "src/store.py"}'),
+        t("c0", "def load_item(): pass\n" * 40),
+        a("Refactored src/store.py: " + "the loader now batches reads and caches them. " * 10),
+        *latest,
+    )
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 600}, counter=counter)
+    # the turn's digest alone (quoting the request and the reply) left 653 tokens
+    assert plan.after.total <= 600
+    messages = plan.context.messages
+    assert messages[1].text.startswith("[CTXWEB_SUMMARY]\n")
+    assert "src/store.py" in messages[1].text
+    assert messages[2:] == tuple(latest)
+    assert orphans(messages).ok
+
+
+def test_a_carried_dotted_call_still_reads_as_a_call(counter):
+    messages = [sys("s")]
+    for i in range(6):
+        code = "y = x + 1\n" * 200 + f"wave = np.sin(x{i})\nplt.plot_{i}(wave)\n"
+        messages += [u(f"try {i}"), atc(f"c{i}", name="read"), t(f"c{i}", code), a(f"ok {i}")]
+    messages += [u("now play it"), a("done")]
+    context = ctx(*messages)
+    plan = get_strategy("ctxweb-auto").plan(
+        context, {"target_tokens": 900, "max_step": "prune"}, counter=counter
+    )
+    assert plan.after.total <= 900
+    text = "\n".join(render_message(m) for m in plan.context.messages)
+    assert "np.sin()" in text
+    # the fact is a call: written without its parenthesis, no reader would find it again
+    assert _facts(context) <= _facts(plan.context)
+
+
+def test_an_old_turn_too_big_to_keep_loses_only_its_oldest_steps(counter):
+    # one old request drove every call: digesting the whole turn would land far under
+    old = _one_turn(calls=16, size=60).messages
+    latest = [u("and now the docs"), a("on it")]
+    context = ctx(*old, *latest)
+    strategy = get_strategy("ctxweb-auto")
+    total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
+    target = total // 4  # its whole digest alone: 368 tokens of 3,374
+    plan = strategy.plan(context, {"target_tokens": target}, counter=counter)
+    assert 0.9 * target <= plan.after.total <= target
+    messages = plan.context.messages
+    assert messages[1] == context.messages[1]  # the old request stays verbatim
+    assert "digest of earlier steps of this turn" in messages[2].text
+    assert messages[-2:] == tuple(latest)
+    assert orphans(messages).ok
+
+
+def test_when_every_step_digested_still_misses_the_target_the_digest_drops_its_quotes(counter):
+    messages = [sys("s"), u("change the flights of every reservation of mia_li_3975")]
+    for k in range(5):
+        messages += [
+            atc(
+                f"l{k}",
+                text="Let me look the reservation up before changing anything. " * 8,
+                name="get_reservation_details",
+                args=json.dumps({"reservation_id": f"RES{k}Z9"}),
+            ),
+            t(f"l{k}", json.dumps({"flights": [f"HAT{k}{j}1" for j in range(3)]})),
+        ]
+    context = ctx(*messages)
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 220}, counter=counter)
+    # with the assistant's last words quoted, the plan left 260 tokens
+    assert plan.after.total <= 220
+    [digest] = [m for m in plan.context.messages if "digest of earlier steps" in m.text]
+    assert "assistant:" not in digest.text
+    assert "[EXTERNALIZED:" in digest.text
+    assert plan.context.messages[-2:] == context.messages[-2:]
