@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
 
 from compaction.windows import DEFAULT_CONTEXT_WINDOW, context_window_for_model
 from ctxweb.accounts.models import Project
@@ -90,10 +91,12 @@ def _session_locked(
     external_id: str,
     turn_id: str | None,
     then: tuple[str, list[Any]] | None = None,
+    then_rows: type[Model] | None = None,
 ) -> _Locked | None:
     """Lock the project's session ``external_id`` and read what a new turn needs of it: its
     previous turn and the turn ``turn_id`` names; then run the statement ``then`` (sql, params),
-    if any and if the session exists (when sent at once, whether it exists or not). First, on
+    if any and if the session exists (when sent at once, whether it exists or not), its rows
+    returned as they are, or as ``then_rows`` instances. First, on
     PostgreSQL, stop this transaction's commit waiting for the disk unless
     :func:`_synchronous_commit`.
 
@@ -121,7 +124,7 @@ def _session_locked(
             turns = _loaded(Turn, cursor)
             if then is not None:
                 cursor.nextset()
-                returned = cursor.fetchall()
+                returned = _loaded(then_rows, cursor) if then_rows else cursor.fetchall()
         else:
             if asynchronous:
                 cursor.execute(_ASYNCHRONOUS_COMMIT)
@@ -133,7 +136,7 @@ def _session_locked(
             turns = _loaded(Turn, cursor)
             if then is not None:
                 cursor.execute(*then)
-                returned = cursor.fetchall()
+                returned = _loaded(then_rows, cursor) if then_rows else cursor.fetchall()
     if not sessions:
         return None
     session = sessions[0]
@@ -161,9 +164,12 @@ def _session_for_turn(
     output_reserve: int | None,
     source: str,
     then: tuple[str, list[Any]] | None = None,
+    then_rows: type[Model] | None = None,
 ) -> _Locked:
     """:func:`_session_locked`, creating the session on first use (``then`` may have run)."""
-    found = _session_locked(project=project, external_id=external_id, turn_id=turn_id, then=then)
+    found = _session_locked(
+        project=project, external_id=external_id, turn_id=turn_id, then=then, then_rows=then_rows
+    )
     if found is not None:
         return found
     session_get_or_create(

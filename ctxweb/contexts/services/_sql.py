@@ -155,6 +155,23 @@ def _insert_rows_sql(rows: list[MessageRow]) -> tuple[str, list[Any]]:
     )
 
 
+#: The columns of a message row that a turn needs of one stored already (not its content).
+_ROW_LOOKED_UP = ("id", "hash", "counts", "secrets")
+
+
+def _rows_by_hash_sql(project_id: int, hashes: Sequence[str]) -> tuple[str, list[Any]]:
+    """The statement selecting the project's message rows of ``hashes`` (without their
+    content), to be loaded with :func:`_loaded`."""
+    sql = _sql_of(MessageRow)
+    columns = ", ".join(sql.column[name] for name in _ROW_LOOKED_UP)
+    where = ", ".join(["%s"] * len(hashes))
+    return (
+        f"SELECT {columns} FROM {sql.table}"
+        f" WHERE {sql.column['project']} = %s AND {sql.column['hash']} IN ({where})",
+        [project_id, *hashes],
+    )
+
+
 @dataclass(frozen=True)
 class _ModelSql:
     """A model's SQL text, as statements written here use it."""

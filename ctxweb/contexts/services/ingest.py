@@ -36,7 +36,7 @@ from ctxweb.contexts.services._recent import (
     _recent_valid,
 )
 from ctxweb.contexts.services._sessions import _session_for_turn
-from ctxweb.contexts.services._sql import _insert_rows_sql, _turn_insert
+from ctxweb.contexts.services._sql import _insert_rows_sql, _rows_by_hash_sql, _turn_insert
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
     _messages_plan,
@@ -226,6 +226,9 @@ def turn_ingest(
         then = None
         if plan is not None and plan.optimistic and plan.new:
             then = _insert_rows_sql(plan.rows())
+        elif plan is not None and not plan.optimistic and plan.wanted:
+            # Behind round robin: the messages since are looked up in the same round trip.
+            then = _rows_by_hash_sql(project.pk, sorted(plan.wanted))
         found = _session_for_turn(
             project=project,
             external_id=external_id,
@@ -236,6 +239,7 @@ def turn_ingest(
             output_reserve=context.max_output_tokens,
             source=source,
             then=then,
+            then_rows=None if plan is None or plan.optimistic else MessageRow,
         )
         session, previous = found.session, found.previous
         if session.format != context.format and found.retry_id is None:
@@ -265,7 +269,12 @@ def turn_ingest(
         if (recent is not None or earlier is not None) and plan is not None:
             # The plan made from the guess holds: its prefix and rows are the session's (for an
             # earlier turn, the messages since are those it counted; stored ones are found).
-            stored = _messages_store(plan, found.returned if then is not None else None)
+            returned = found.returned if then is not None else None
+            stored = (
+                _messages_store(plan, returned)
+                if plan.optimistic
+                else _messages_store(plan, found=returned)
+            )
         else:  # rows the guess inserted are found like any others
             stored = message_rows(
                 project=project,

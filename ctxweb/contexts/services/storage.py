@@ -183,15 +183,23 @@ def _messages_plan(
     return plan
 
 
-def _messages_store(plan: _MessagePlan, inserted: list[tuple[int, str]] | None = None) -> _Messages:
-    """Carry out ``plan``: look up and count the messages it could not, insert the new ones
-    (unless ``inserted`` says already what inserting ``plan.rows()`` inserted), and return the
-    ids and regions of all.
+def _messages_store(
+    plan: _MessagePlan,
+    inserted: list[tuple[int, str]] | None = None,
+    *,
+    found: list[MessageRow] | None = None,
+) -> _Messages:
+    """Carry out ``plan``: look up (unless ``found`` holds the rows of its ``wanted`` hashes
+    already) and count the messages it could not, insert the new ones (unless ``inserted`` says
+    already what inserting ``plan.rows()`` inserted), and return the ids and regions of all.
     """
     encoding = plan.encoding
     known: dict[str, MessageRow] = {}
     if not plan.optimistic:
-        known = _rows_by_hash(plan.project, plan.wanted)
+        if found is None:
+            known = _rows_by_hash(plan.project, plan.wanted)
+        else:
+            known = {row.hash: row for row in found}
         plan.count(known)
     rows = plan.rows()
     if rows:
@@ -202,9 +210,9 @@ def _messages_store(plan: _MessagePlan, inserted: list[tuple[int, str]] | None =
             _saved(row, pk)
             known[digest] = row
         if len(inserted) < len(rows):  # stored already, or meanwhile by a concurrent turn
-            found = _rows_by_hash(plan.project, {row.hash for row in rows if row.pk is None})
-            known.update(found)
-            for digest, row in found.items():
+            meanwhile = _rows_by_hash(plan.project, {r.hash for r in rows if r.pk is None})
+            known.update(meanwhile)
+            for digest, row in meanwhile.items():
                 if encoding not in row.counts:
                     row.counts = {**row.counts, encoding: plan.new[digest].counts[encoding]}
                     plan.stale.append(row)
