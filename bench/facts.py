@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from compaction.messages.model import Context, TextPart
 
-__all__ = ["context_texts", "facts_of", "visible_share"]
+__all__ = ["context_facts", "context_texts", "facts_of", "visible_share"]
 
 _URL = re.compile(r"https?://[^\s\"'<>()\[\]{}`|\\]+")
 _EXT = (

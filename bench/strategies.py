@@ -30,12 +30,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime
+import math
 import os
 import pstats
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from aiming import Counter, _lead, _tokens, aim, new_counter  # noqa: E402
-from facts import visible_share  # noqa: E402
+from facts import context_facts, visible_share  # noqa: E402
 from heldout import HALVES, half_of  # noqa: E402
 from record import DOCS, machine, write_section  # noqa: E402
 
 from compaction.cache import cache_impact  # noqa: E402
 from compaction.messages import parse  # noqa: E402
-from compaction.messages.model import Context  # noqa: E402
+from compaction.messages.model import Context, Message  # noqa: E402
 from compaction.regions import context_regions  # noqa: E402
 from compaction.strategies import get_strategy, list_strategies  # noqa: E402
+from compaction.strategies.ctxweb_auto._facts import fact_line  # noqa: E402
 from compaction.summarizers import FactSummarizer  # noqa: E402
 from compaction.tokens import encoding_for_model  # noqa: E402
 from compaction.transcripts import parse_transcript  # noqa: E402
@@ -144,6 +146,7 @@ def bench_facts(fraction: float, halves: tuple[str, ...]) -> dict[str, Any]:
             "target": target,
         }
         row["floor"] = honest_floor(case.context, counter)
+        row["fact_floor"] = fact_floor(case.context, counter)
         # what ctxweb-auto itself cannot go below: everything it may touch shrunk or summarized
         floor = get_strategy("ctxweb-auto").plan(
             case.context, {"target_tokens": 1}, counter=counter, summarizer=FactSummarizer()
@@ -171,11 +174,8 @@ def bench_facts(fraction: float, halves: tuple[str, ...]) -> dict[str, Any]:
     return {"fraction": fraction, "rows": rows}
 
 
-def honest_floor(context: Context, counter: Counter) -> int:
-    """The tokens no strategy may remove, whatever it is: the request overhead, the system
-    prompt, the tool definitions, the leading system messages, the latest user message (the
-    request being served) and, when the context ends in tool results, the call they answer and
-    the results (what the model reads next)."""
+def _floor_messages(context: Context) -> list[Message]:
+    """The messages no strategy may remove (see :func:`honest_floor`)."""
     messages = context.messages
     keep = set(range(_lead(messages)))
     starts = [i for i, m in enumerate(messages) if is_user_turn_start(m)]
@@ -186,7 +186,37 @@ def honest_floor(context: Context, counter: Counter) -> int:
             (i for i, m in enumerate(messages) if m.tool_calls), default=len(messages) - 1
         )
         keep.update(range(last_call, len(messages)))
-    return _tokens(context, counter, [messages[i] for i in sorted(keep)])
+    return [messages[i] for i in sorted(keep)]
+
+
+def honest_floor(context: Context, counter: Counter) -> int:
+    """The tokens no strategy may remove, whatever it is: the request overhead, the system
+    prompt, the tool definitions, the leading system messages, the latest user message (the
+    request being served) and, when the context ends in tool results, the call they answer and
+    the results (what the model reads next)."""
+    return _tokens(context, counter, _floor_messages(context))
+
+
+#: bench/facts.py's kinds -> the kinds of ctxweb-auto's fact lines.
+_LINE_KINDS = {"path": "files", "error": "errors", "url": "urls", "id": "names"}
+
+
+def fact_floor(context: Context, counter: Counter) -> int:
+    """The honest floor plus the cheapest rendering of the facts it lacks for 95% of the
+    session's facts to be visible: the shortest facts (by tokens) that the floor's own messages
+    do not show, written as one ctxweb-auto fact line (``facts: files a, b; names c``) with no
+    message around it. Below this, no strategy that keeps facts visible can keep 95% of them."""
+    messages = _floor_messages(context)
+    wanted = context_facts(context)
+    shown = context_facts(replace(context, messages=tuple(messages)))
+    need = math.ceil(KEEP * len(wanted)) - len(wanted & shown)
+    floor = _tokens(context, counter, messages)
+    if need <= 0:
+        return floor
+    missing = [tuple(f.split(":", 1)) for f in wanted - shown]
+    cheapest = sorted(missing, key=lambda f: (counter.count_text(f[1]), f))[:need]
+    line = fact_line((_LINE_KINDS[kind], text) for kind, text in cheapest)
+    return floor + int(counter.count_text("\n" + line))
 
 
 # --- preview time -----------------------------------------------------------------------------
@@ -355,6 +385,17 @@ def _auto_summary(rows: list[dict[str, Any]]) -> list[str]:
         f" sessions ({len(wins) / len(rows):.0%}), {len(wins_allowed)} of the {len(allowed)}"
         f" the floor allows ({len(wins_allowed) / n:.0%}).",
     ]
+    # a diagnostic beside the targets, which it does not change
+    dense = [r for r in allowed if r["fact_floor"] > r["target"]]
+    possible = [r for r in allowed if r not in dense]
+    kept_possible = [r for r in possible if r in kept]
+    lines.append(
+        f"- diagnostic, the **fact floor** (the floor plus the cheapest rendering, as one"
+        f" ctxweb-auto fact line, of the facts it lacks for 95% of the session's facts to be"
+        f" visible): above the target on {len(dense)} of the {len(allowed)} sessions the floor"
+        f" allows, where no strategy that keeps facts visible can keep 95% of them; on the"
+        f" other {len(possible)}, ctxweb-auto keeps ≥ 95% on {len(kept_possible)}."
+    )
     if missed:
         lines.append(
             "- under 95%: "

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from ctxweb.api.access import not_found, require_access
+from ctxweb.api.errors import ApiError
 from ctxweb.contexts import selectors
 
 
@@ -49,7 +50,10 @@ class ArtifactDownloadApi(APIView):
     )
     def get(self, request: Request, artifact_id: str) -> HttpResponse:
         access = require_access(request)
-        artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
+        try:
+            artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
+        except selectors.ArtifactAmbiguous as error:
+            raise ApiError(str(error), code="conflict", status_code=409) from error
         if artifact is None:
             raise not_found("Artifact")
         content = selectors.artifact_content(artifact=artifact)

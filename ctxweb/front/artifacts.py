@@ -18,7 +18,10 @@ ARTIFACT_PAGE_CHARS = 100_000
 def artifact_detail(request: HttpRequest, artifact_id: str) -> HttpResponse:
     """An artifact's metadata and its content, escaped, in pages of 100,000 characters."""
     access = page_access(request)
-    artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
+    try:
+        artifact = selectors.artifact_get(project=access.project, artifact_id=artifact_id)
+    except selectors.ArtifactAmbiguous as error:
+        return HttpResponse(str(error), status=409, content_type="text/plain; charset=utf-8")
     if artifact is None:
         raise Http404("Artifact not found")
     chars = int(getattr(artifact, "content_chars", 0) or 0)

@@ -93,7 +93,8 @@ def _shrunk_text(
         return None
     found = POINTER.search(text)
     if found is not None:
-        kept = draft.artifacts.get(found.group(0)[14:-1])
+        short = found.group(0)[14:-1]
+        kept = next((a for key, a in draft.artifacts.items() if key.startswith(short)), None)
         if step != "prune" or kept is None:
             return None
         return f"{found.group(0)} {kept.summary}", [kept], "clear"

@@ -75,7 +75,9 @@ def search(
     while current.lost and len(tried) < ATTEMPTS // 2:
         room = target - current.total
         shortfall = max(current.lost * 6 - room, target // 50, 1)
-        lower = attempt(current.aim - shortfall)
+        # below where the steps landed, not only below the aim: a coarse step may already
+        # land under the aim, and aiming between the two changes nothing
+        lower = attempt(min(current.aim, current.steps) - shortfall)
         if lower.aim == current.aim or lower.steps >= current.steps:
             break
         current = lower

@@ -21,6 +21,7 @@ __all__ = [
     "DIGEST_HEADER",
     "FULL_TEXT",
     "POINTER",
+    "SHORT_ID",
     "SUMMARY_HEADER",
     "SUMMARY_PROMPT",
     "describe",
@@ -41,8 +42,11 @@ SUMMARY_PROMPT = (
 #: How a summary's trailer introduces the pointers to the full text of what it summarized.
 FULL_TEXT = "Full text of the summarized messages:"
 
-#: A ctxweb pointer: ``[EXTERNALIZED:<sha256>]``.
-POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{64}\]")
+#: Hex characters of an artifact's sha256 a ctxweb-auto pointer writes: a short id that resolves
+#: in its project as a git short hash does (a pointer written before held all 64).
+SHORT_ID = 16
+#: A ctxweb pointer: ``[EXTERNALIZED:<sha256 or a prefix of it>]``.
+POINTER = re.compile(r"\[EXTERNALIZED:[0-9a-f]{12,64}\]")
 
 #: How a turn digest begins. It starts with the summary marker, so the regions count a digest as
 #: summary, but not with the full summary's own first line (the marker alone on its line), so
@@ -54,8 +58,15 @@ DIGEST_QUOTE = 240
 
 
 def pointer(artifact_id: str) -> str:
-    """The pointer ctxweb leaves for externalized content."""
-    return f"[EXTERNALIZED:{artifact_id}]"
+    """The pointer ctxweb leaves for externalized content: the artifact's id cut to
+    :data:`SHORT_ID` characters (about 15 tokens fewer than the whole sha256), which ctxweb
+    resolves in the artifact's project like a git short hash.
+
+    Example:
+        >>> pointer("2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881")
+        '[EXTERNALIZED:2d711642b726b044]'
+    """
+    return f"[EXTERNALIZED:{artifact_id[:SHORT_ID]}]"
 
 
 def describe(text: str) -> str:

@@ -4,9 +4,11 @@ what interfaces show; they never write and never import services or interfaces."
 from __future__ import annotations
 
 from ctxweb.contexts.selectors.artifacts import (
+    ArtifactAmbiguous,
     artifact_content,
     artifact_get,
     artifact_keys_stored,
+    keys_named,
 )
 from ctxweb.contexts.selectors.audit import audit_list
 from ctxweb.contexts.selectors.exports import (
@@ -75,6 +77,7 @@ __all__ = [
     "REGIONS",
     "SESSION_SORTS",
     "USED_REGIONS",
+    "ArtifactAmbiguous",
     "ManagedState",
     "NoContext",
     "artifact_content",
@@ -86,6 +89,7 @@ __all__ = [
     "find_artifact_pointers",
     "import_job_get",
     "import_job_list",
+    "keys_named",
     "managed_context",
     "managed_context_context",
     "managed_context_get",

@@ -18,6 +18,7 @@ from ctxweb.contexts.models import (
 )
 from ctxweb.contexts.models import Artifact as ArtifactRow
 from ctxweb.contexts.models import Message as MessageRow
+from ctxweb.contexts.selectors.artifacts import SHORT_ID
 from ctxweb.contexts.selectors.turns import (
     message_detail,
     message_secrets,
@@ -149,16 +150,24 @@ def turn_inspector(
 
 
 def artifacts_by_id(*, project: Project, ids: Iterable[str]) -> dict[str, ArtifactRow]:
-    """The project's artifacts named by ``ids`` (content keys or row ids), in one query, without
-    their content; unknown ids are left out."""
+    """The project's artifacts named by ``ids`` (content keys, short ids or row ids), in one
+    query, without their content; unknown and ambiguous ids are left out."""
     wanted = {i for i in ids if i}
     if not wanted:
         return {}
+    shorts = [i for i in wanted if SHORT_ID.fullmatch(i) and len(i) < 64]
     keys = [i for i in wanted if parse_whole(i) is None]
     pks = [n for i in wanted if (n := parse_whole(i)) is not None]
-    rows = ArtifactRow.objects.filter(project=project).filter(Q(key__in=keys) | Q(pk__in=pks))
+    query = Q(key__in=keys) | Q(pk__in=pks)
+    for short in shorts:
+        query |= Q(key__gte=short, key__lt=short + "g")
+    rows = ArtifactRow.objects.filter(project=project).filter(query)
     found: dict[str, ArtifactRow] = {}
     for row in rows.defer("content"):
         found[row.key] = row
         found[str(row.pk)] = row
+    for short in shorts:
+        named = {row.key: row for row in found.values() if row.key.startswith(short)}
+        if len(named) == 1:
+            found.setdefault(short, *named.values())
     return {i: found[i] for i in wanted if i in found}

@@ -38,6 +38,7 @@ from ctxweb.contexts.models import (
     ToolSet,
     Turn,
 )
+from ctxweb.contexts.selectors.artifacts import keys_named
 from ctxweb.contexts.services._recent import _recent_forget
 from ctxweb.contexts.services.audit import RETENTION, audit_record
 
@@ -101,6 +102,7 @@ def _pointed_at(message_ids: set[int], keys: set[str]) -> set[str]:
     if not keys:
         return found
     wanted = sorted(message_ids)
+    ordered = sorted(keys)
     for start in range(0, len(wanted), _BATCH):
         rows = Message.objects.filter(pk__in=wanted[start : start + _BATCH]).values_list(
             "data", flat=True
@@ -108,7 +110,8 @@ def _pointed_at(message_ids: set[int], keys: set[str]) -> set[str]:
         for data in rows:
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
             if "EXTERNALIZED" in text or any(key in text for key in keys):
-                found.update(key for _, _, key in find_artifact_pointers(text) if key in keys)
+                # a pointer names its key whole or, as ctxweb-auto writes it, by a short id
+                found |= keys_named((key for _, _, key in find_artifact_pointers(text)), ordered)
     return found
 
 

@@ -8,6 +8,7 @@ import re
 
 from compaction.regions import context_regions, is_summary
 from compaction.strategies import get_strategy
+from compaction.strategies.base import render_message
 from compaction.strategies.ctxweb_auto import DIGEST_HEADER, SUMMARY_HEADER, pointer
 from compaction.turns import orphans
 from tests.support.messages import a, atc, ctx, sys, t, u
@@ -70,7 +71,7 @@ def test_every_fact_of_what_it_removes_stays_reachable(counter):
 
 def test_the_summary_points_at_the_full_text_of_what_it_summarized(counter):
     context = _context(turns=10, size=200)
-    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 800}, counter=counter)
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 700}, counter=counter)
     summary = plan.context.messages[1].text
     [full] = [a for a in plan.artifacts if a.kind == "summarized_messages"]
     assert summary.endswith(pointer(full.id))
@@ -80,10 +81,10 @@ def test_the_summary_points_at_the_full_text_of_what_it_summarized(counter):
 
 def test_a_second_summary_keeps_the_pointers_of_the_first(counter):
     strategy = get_strategy("ctxweb-auto")
-    first = strategy.plan(_context(turns=10, size=200), {"target_tokens": 800}, counter=counter)
+    first = strategy.plan(_context(turns=10, size=200), {"target_tokens": 700}, counter=counter)
     [old] = [a for a in first.artifacts if a.kind == "summarized_messages"]
     grown = ctx(*first.context.messages, *_context(turns=10, size=200).messages[1:])
-    second = strategy.plan(grown, {"target_tokens": 800}, counter=counter)
+    second = strategy.plan(grown, {"target_tokens": 700}, counter=counter)
     summary = second.context.messages[1].text
     [new] = [a for a in second.artifacts if a.kind == "summarized_messages"]
     assert summary.count("[EXTERNALIZED:") >= 2
@@ -123,6 +124,19 @@ def test_by_default_it_reaches_into_the_latest_turn_only_when_the_target_needs_i
     reachable = _reachable(plan)
     for i in range(12):
         assert f"ERROR: out {i} src/f{i}.py" in reachable
+
+
+def test_a_pointer_names_its_artifact_by_a_short_id(counter):
+    context = _context(turns=10, size=3000)
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 900}, counter=counter)
+    text = "\n".join(render_message(m) for m in plan.context.messages)
+    ids = re.findall(r"\[EXTERNALIZED:([0-9a-f]+)\]", text)
+    assert ids
+    for short in ids:
+        # 16 hex characters, about 15 tokens fewer than the whole sha256
+        assert len(short) == 16
+        [named] = [x for x in plan.artifacts if x.id.startswith(short)]
+        assert named.id == hashlib.sha256(named.content.encode()).hexdigest()
 
 
 def test_by_default_the_latest_turn_stays_verbatim_when_older_turns_suffice(counter):

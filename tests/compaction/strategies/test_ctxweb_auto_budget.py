@@ -223,7 +223,7 @@ def test_an_old_turn_too_big_to_keep_loses_only_its_oldest_steps(counter):
     context = ctx(*old, *latest)
     strategy = get_strategy("ctxweb-auto")
     total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
-    target = total // 4  # its whole digest alone: 368 tokens of 3,374
+    target = total // 5  # its whole digest alone: 368 tokens of 3,374; pruning alone: 843
     plan = strategy.plan(context, {"target_tokens": target}, counter=counter)
     assert 0.9 * target <= plan.after.total <= target
     messages = plan.context.messages
@@ -253,3 +253,18 @@ def test_when_every_step_digested_still_misses_the_target_the_digest_drops_its_q
     assert "assistant:" not in digest.text
     assert "[EXTERNALIZED:" in digest.text
     assert plan.context.messages[-2:] == context.messages[-2:]
+
+
+def test_the_search_aims_below_where_a_coarse_step_landed_to_make_room_for_facts():
+    # a coarse step: any aim from 1,600 up lands the steps at 1,669 with 44 facts lost; only
+    # an aim under 1,600 cuts deeper and leaves room to carry them
+    from compaction.strategies.ctxweb_auto._search import Attempt, search
+
+    def run(draft, params, summarizer, target, aim):
+        steps = 1669 if aim >= 1600 else 1400
+        lost = 44 if steps > 1500 else 0
+        return Attempt(None, aim, steps, steps + 131 if lost else 1850, lost, 80)
+
+    best = search(run, None, {}, None, 1888, 6294)
+    assert best.lost == 0
+    assert best.total <= 1888

@@ -431,6 +431,34 @@ def test_a_client_asking_for_text_gets_the_artifact(world: World) -> None:
     assert response.content == artifact.content.encode()
 
 
+def test_an_artifact_is_found_by_a_short_id_as_ctxweb_auto_points_at_it(world: World) -> None:
+    artifact = make_artifact(world)
+    client = world.api(world.ingest_key)
+    for short in (artifact.key[:16], artifact.key[:12]):
+        response = client.get(f"/api/v1/artifacts/{short}")
+        assert response.status_code == 200, short
+        assert response.content == artifact.content.encode()
+    assert client.get(f"/api/v1/artifacts/{artifact.key[:11]}").status_code == 404
+    outsider = world.api(world.outsider_key).get(f"/api/v1/artifacts/{artifact.key[:16]}")
+    assert outsider.status_code == 404
+
+
+def test_a_short_id_that_names_two_artifacts_is_a_clear_conflict(world: World) -> None:
+    first = make_artifact(world)
+    twin = first.key[:16] + "0" * 48  # another content whose id starts the same
+    Artifact.objects.create(project=world.project, key=twin, kind="t", content="other", size=5)
+    response = world.api(world.ingest_key).get(f"/api/v1/artifacts/{first.key[:16]}")
+    assert response.status_code == 409
+    message = response.json()["error"]["message"]
+    assert "ambiguous" in message
+    assert first.key in message
+    assert twin in message
+    # a longer prefix tells them apart
+    longer = world.api(world.ingest_key).get(f"/api/v1/artifacts/{first.key[:20]}")
+    assert longer.status_code == 200
+    assert longer.content == first.content.encode()
+
+
 def test_another_projects_artifact_is_not_found(world: World) -> None:
     artifact = make_artifact(world)
     for client in (world.api(world.outsider_key), world.login(world.outsider)):

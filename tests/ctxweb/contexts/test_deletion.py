@@ -5,6 +5,7 @@ share them, and the audit log says who applied, undid or deleted what."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -133,6 +134,39 @@ def test_an_artifact_a_kept_session_points_at_survives_the_session_that_made_it(
     assert operator.delete("/api/v1/sessions/fork").status_code == 204
     assert not Artifact.objects.exists()
     assert not Message.objects.exists()
+
+
+def test_an_artifact_a_kept_session_points_at_by_a_short_id_survives(
+    world: World, commit: Any
+) -> None:
+    """ctxweb-auto's pointers name an artifact by a short id (a prefix of its key): deleting
+    the session that made it keeps what a fork still points at, and the pointer resolves."""
+    client = world.api(world.ingest_key)
+    for step in range(1, 4):
+        assert post_turn(client, "origin", body(history(step))).status_code == 201
+    operator = world.api(world.operator_key)
+    created = commit(
+        lambda: operator.post(
+            "/api/v1/sessions/origin/operations",
+            data=json.dumps({"strategy": "ctxweb-auto", "params": {"target_tokens": 200}}),
+            content_type="application/json",
+        )
+    )
+    assert created.status_code == 202, created.content
+    managed = client.get("/api/v1/sessions/origin/context").json()
+    sent = json.dumps(managed["request"])
+    shorts = re.findall(r"\[EXTERNALIZED:([0-9a-f]+)\]", sent)
+    assert shorts, "the operation externalized something"
+    assert all(len(short) == 16 for short in shorts)
+    assert {p["url"] for p in managed["artifacts"]} == {f"/api/v1/artifacts/{s}" for s in shorts}
+    fork = {"format": "openai-chat", "request": managed["request"]}
+    assert post_turn(client, "fork", fork).status_code == 201
+
+    assert operator.delete("/api/v1/sessions/origin").status_code == 204
+    for short in shorts:
+        assert client.get(f"/api/v1/artifacts/{short}").status_code == 200, short
+    assert operator.delete("/api/v1/sessions/fork").status_code == 204
+    assert not Artifact.objects.exists()
 
 
 def test_the_audit_log_says_who_applied_undid_and_deleted_what(world: World, commit: Any) -> None:

@@ -340,6 +340,23 @@ def test_externalized_pointers_link_to_their_artifact(world: World) -> None:
     assert f'<a href="/artifacts/{key}/">artifact' in html
 
 
+def test_a_short_pointer_links_to_its_artifact_and_the_link_opens_it(world: World) -> None:
+    key = hashlib.sha256(b"the full output").hexdigest()
+    Artifact.objects.create(
+        project=world.project, key=key, kind="tool_result", content="the full output", size=15
+    )
+    short = key[:16]  # as ctxweb-auto writes its pointers
+    ingest(world.project, "s1", [SYSTEM, ask(0), call(0), result(0, f"[EXTERNALIZED:{short}] x")])
+    client = logged_in(world.owner)
+    html = client.get("/sessions/s1/turns/0/").content.decode()
+    assert f'<a class="artifact-link" href="/artifacts/{short}/">[EXTERNALIZED:{short}]</a>' in html
+    assert f'<a href="/artifacts/{short}/">artifact' in html  # the placeholder found it stored
+    opened = client.get(f"/artifacts/{short}/")
+    assert opened.status_code == 200
+    assert key in opened.content.decode()
+    assert "the full output" in opened.content.decode()
+
+
 def test_the_pointer_filter_escapes_before_linking() -> None:
     assert str(pointers("<b>[EXTERNALIZED:abc]</b>")) == (
         '&lt;b&gt;<a class="artifact-link" href="/artifacts/abc/">[EXTERNALIZED:abc]</a>&lt;/b&gt;'
