@@ -2,6 +2,7 @@
 (:mod:`ctxweb.serving`), but for the recording proxy's calls (a plain ASGI relay,
 :mod:`ctxweb.proxy.app`); WebSockets through Channels (served by daphne)."""
 
+import gc
 import os
 
 import django
@@ -39,3 +40,11 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# The cyclic garbage collector: what exists once the application is built (Django, the libraries,
+# ctxweb's modules: most of the heap) is frozen out of its scans, and a full collection waits for
+# 100 collections of the middle generation instead of 10. A web process keeps each session's
+# parsed request and latest turn in memory, so its full collections grew with the sessions it
+# serves and stopped every thread while they ran (bench/load.py, docs/benchmarks.md).
+gc.freeze()
+gc.set_threshold(700, 10, 100)
