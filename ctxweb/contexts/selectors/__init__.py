@@ -67,6 +67,7 @@ from ctxweb.contexts.selectors.turns import (
     turn_message_hashes,
     turn_message_ids,
     turn_message_ids_after,
+    turn_message_ids_rebuilt,
     turn_messages,
     turn_previous,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "turn_message_id_lists",
     "turn_message_ids",
     "turn_message_ids_after",
+    "turn_message_ids_rebuilt",
     "turn_messages",
     "turn_operation_event",
     "turn_previous",

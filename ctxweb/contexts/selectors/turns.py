@@ -59,13 +59,28 @@ def turn_message_ids_after(
     query over those turns only. None when that earlier turn is not stored as said (rolled back,
     or the session was replaced).
     """
-    since, pk, created_at = known
+    since = known[0]
     rows = list(
         Turn.objects.filter(session=session, index__gte=since, index__lte=index)
         .order_by("index")
         .values_list("index", "pk", "created_at", "shared", "tail")
     )
-    if not rows or rows[0][:3] != (since, pk, created_at) or rows[-1][0] != index:
+    return turn_message_ids_rebuilt(rows, index=index, known=known, ids=ids)
+
+
+def turn_message_ids_rebuilt(
+    rows: Sequence[tuple[int, int, Any, int, list[int]]],
+    *,
+    index: int,
+    known: tuple[int, int, Any],
+    ids: list[int],
+) -> list[int] | None:
+    """Turn ``index``'s message ids from ``rows``, the (index, primary key, creation time,
+    shared, tail) of the session's turns from ``known``'s index to ``index`` at least, in order,
+    as :func:`turn_message_ids_after` reads them (or a statement sent with the session's lock);
+    None when the earlier turn is not stored as ``known`` says."""
+    rows = [row for row in rows if row[0] <= index]
+    if not rows or tuple(rows[0][:3]) != tuple(known) or rows[-1][0] != index:
         return None
     current = list(ids)
     for _, _, _, shared, tail in rows[1:]:

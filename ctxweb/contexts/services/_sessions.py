@@ -4,6 +4,7 @@ the turn needs of the session's previous turn and of the turn a retry repeats.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,8 +82,19 @@ class _Locked:
     session: Session
     previous: _Previous | None
     retry_id: int | None
-    #: What the statement sent with the lock returned (None when none was, or not run).
-    returned: list[Any] | None = None
+    #: What each statement sent with the lock returned, in order (None when none was, or they
+    #: did not run).
+    returned: list[list[Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Then:
+    """A statement sent with a session's lock (:func:`_session_locked`): its rows are returned
+    as they are, or as ``rows`` instances (:func:`_loaded`)."""
+
+    sql: str
+    params: list[Any]
+    rows: type[Model] | None = None
 
 
 def _session_locked(
@@ -90,13 +102,12 @@ def _session_locked(
     project: Project,
     external_id: str,
     turn_id: str | None,
-    then: tuple[str, list[Any]] | None = None,
-    then_rows: type[Model] | None = None,
+    then: Sequence[Then] = (),
 ) -> _Locked | None:
     """Lock the project's session ``external_id`` and read what a new turn needs of it: its
-    previous turn and the turn ``turn_id`` names; then run the statement ``then`` (sql, params),
-    if any and if the session exists (when sent at once, whether it exists or not), its rows
-    returned as they are, or as ``then_rows`` instances. First, on
+    previous turn and the turn ``turn_id`` names; then run the statements ``then``, if any and if
+    the session exists (when sent at once, whether it exists or not), each one's rows returned.
+    First, on
     PostgreSQL, stop this transaction's commit waiting for the disk unless
     :func:`_synchronous_commit`.
 
@@ -114,17 +125,19 @@ def _session_locked(
             statements, params = f"{sql.session}; {sql.turns}", [*key, *key, turn_id]
             if asynchronous:
                 statements = f"{_ASYNCHRONOUS_COMMIT}; {statements}"
-            if then is not None:
-                statements, params = f"{statements}; {then[0]}", [*params, *then[1]]
+            for statement in then:
+                statements = f"{statements}; {statement.sql}"
+                params = [*params, *statement.params]
             cursor.execute(statements, params)
             if asynchronous:
                 cursor.nextset()
             sessions = _loaded(Session, cursor)
             cursor.nextset()
             turns = _loaded(Turn, cursor)
-            if then is not None:
+            returned = []
+            for statement in then:
                 cursor.nextset()
-                returned = _loaded(then_rows, cursor) if then_rows else cursor.fetchall()
+                returned.append(_rows_of(statement, cursor))
         else:
             if asynchronous:
                 cursor.execute(_ASYNCHRONOUS_COMMIT)
@@ -134,9 +147,10 @@ def _session_locked(
                 return None
             cursor.execute(sql.turns, [*key, turn_id])
             turns = _loaded(Turn, cursor)
-            if then is not None:
-                cursor.execute(*then)
-                returned = _loaded(then_rows, cursor) if then_rows else cursor.fetchall()
+            returned = []
+            for statement in then:
+                cursor.execute(statement.sql, statement.params)
+                returned.append(_rows_of(statement, cursor))
     if not sessions:
         return None
     session = sessions[0]
@@ -150,7 +164,11 @@ def _session_locked(
             total_tokens=found.total_tokens,
             operated=bool(found.operated),
         )
-    return _Locked(session, previous, retried, returned)
+    return _Locked(session, previous, retried, returned if then else None)
+
+
+def _rows_of(statement: Then, cursor: Any) -> list[Any]:
+    return _loaded(statement.rows, cursor) if statement.rows else cursor.fetchall()
 
 
 def _session_for_turn(
@@ -163,13 +181,10 @@ def _session_for_turn(
     context_window: int | None,
     output_reserve: int | None,
     source: str,
-    then: tuple[str, list[Any]] | None = None,
-    then_rows: type[Model] | None = None,
+    then: Sequence[Then] = (),
 ) -> _Locked:
     """:func:`_session_locked`, creating the session on first use (``then`` may have run)."""
-    found = _session_locked(
-        project=project, external_id=external_id, turn_id=turn_id, then=then, then_rows=then_rows
-    )
+    found = _session_locked(project=project, external_id=external_id, turn_id=turn_id, then=then)
     if found is not None:
         return found
     session_get_or_create(

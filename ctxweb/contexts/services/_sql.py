@@ -172,6 +172,19 @@ def _rows_by_hash_sql(project_id: int, hashes: Sequence[str]) -> tuple[str, list
     )
 
 
+def _turns_since_sql(session_id: int, since: int) -> tuple[str, list[Any]]:
+    """The statement selecting session ``session_id``'s turns from index ``since`` on, in order,
+    with what rebuilding their message ids takes, to be loaded with :func:`_loaded`."""
+    turn = _sql_of(Turn)
+    names = ("id", "index", "created_at", "shared", "tail")
+    columns = ", ".join(turn.column[name] for name in names)
+    return (
+        f"SELECT {columns} FROM {turn.table} WHERE {turn.column['session']} = %s"
+        f" AND {turn.column['index']} >= %s ORDER BY {turn.column['index']}",
+        [session_id, since],
+    )
+
+
 @dataclass(frozen=True)
 class _ModelSql:
     """A model's SQL text, as statements written here use it."""

@@ -35,8 +35,13 @@ from ctxweb.contexts.services._recent import (
     _recent_put,
     _recent_valid,
 )
-from ctxweb.contexts.services._sessions import _session_for_turn
-from ctxweb.contexts.services._sql import _insert_rows_sql, _rows_by_hash_sql, _turn_insert
+from ctxweb.contexts.services._sessions import Then, _session_for_turn
+from ctxweb.contexts.services._sql import (
+    _insert_rows_sql,
+    _rows_by_hash_sql,
+    _turn_insert,
+    _turns_since_sql,
+)
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
     _messages_plan,
@@ -223,12 +228,17 @@ def turn_ingest(
         # new messages are inserted with the session's lock, in the same round trip.
         guess = _recent_guess(key)
         plan = _guessed_plan(project, context, guess) if guess is not None else None
-        then = None
+        then: list[Then] = []
         if plan is not None and plan.optimistic and plan.new:
-            then = _insert_rows_sql(plan.rows())
+            then.append(Then(*_insert_rows_sql(plan.rows())))
         elif plan is not None and not plan.optimistic and plan.wanted:
-            # Behind round robin: the messages since are looked up in the same round trip.
-            then = _rows_by_hash_sql(project.pk, sorted(plan.wanted))
+            # Behind round robin: the messages since are looked up in the same round trip, and
+            # the turns since this process's (to rebuild the previous turn's message ids).
+            then.append(Then(*_rows_by_hash_sql(project.pk, sorted(plan.wanted)), MessageRow))
+        since = None
+        if guess is not None and guess.shared:
+            since = len(then)
+            then.append(Then(*_turns_since_sql(guess.session_id, guess.index), Turn))
         found = _session_for_turn(
             project=project,
             external_id=external_id,
@@ -239,8 +249,8 @@ def turn_ingest(
             output_reserve=context.max_output_tokens,
             source=source,
             then=then,
-            then_rows=None if plan is None or plan.optimistic else MessageRow,
         )
+        returned = found.returned
         session, previous = found.session, found.previous
         if session.format != context.format and found.retry_id is None:
             raise SessionFormatConflict(external_id, session.format, context.format)
@@ -259,21 +269,27 @@ def turn_ingest(
         elif guess is not None and _recent_earlier(guess, session, previous):
             # Another process stored the turns since this one's: its messages are still known,
             # and the previous turn's ids are its own plus the deltas since.
-            previous_ids = selectors.turn_message_ids_after(
-                session=session,
-                index=index - 1,
-                known=(guess.index, *guess.turn_key),
-                ids=guess.ids,
-            )
+            known_turn = (guess.index, *guess.turn_key)
+            if since is not None and returned is not None:
+                previous_ids = selectors.turn_message_ids_rebuilt(
+                    [(t.index, t.pk, t.created_at, t.shared, t.tail) for t in returned[since]],
+                    index=index - 1,
+                    known=known_turn,
+                    ids=guess.ids,
+                )
+            else:
+                previous_ids = selectors.turn_message_ids_after(
+                    session=session, index=index - 1, known=known_turn, ids=guess.ids
+                )
             earlier = guess if previous_ids is not None else None
         if (recent is not None or earlier is not None) and plan is not None:
             # The plan made from the guess holds: its prefix and rows are the session's (for an
             # earlier turn, the messages since are those it counted; stored ones are found).
-            returned = found.returned if then is not None else None
+            first = returned[0] if returned and since != 0 else None
             stored = (
-                _messages_store(plan, returned)
+                _messages_store(plan, first)
                 if plan.optimistic
-                else _messages_store(plan, found=returned)
+                else _messages_store(plan, found=first)
             )
         else:  # rows the guess inserted are found like any others
             stored = message_rows(

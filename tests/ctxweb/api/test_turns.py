@@ -410,13 +410,18 @@ def test_turns_in_turn_with_other_processes_are_stored_whole(
     """Round robin over three processes: each stores every third turn, remembering its own, and
     takes what it remembers of the session's messages from there."""
     continued = []
-    since = selectors.turn_message_ids_after
+    read, rebuilt = selectors.turn_message_ids_after, selectors.turn_message_ids_rebuilt
 
-    def spy(**call: Any) -> list[int] | None:
-        continued.append(since(**call))
-        return continued[-1]
+    def spy_read(**call: Any) -> list[int] | None:
+        continued.append(("read", read(**call)))
+        return continued[-1][1]
 
-    monkeypatch.setattr(selectors, "turn_message_ids_after", spy)
+    def spy_rebuilt(*args: Any, **call: Any) -> list[int] | None:
+        continued.append(("with the lock", rebuilt(*args, **call)))
+        return continued[-1][1]
+
+    monkeypatch.setattr(selectors, "turn_message_ids_after", spy_read)
+    monkeypatch.setattr(selectors, "turn_message_ids_rebuilt", spy_rebuilt)
     for n in range(1, 12):  # each turn committed (processes learn of others' through commits)
         with django_capture_on_commit_callbacks(execute=True):
             if n % 3 == 0:
@@ -426,8 +431,10 @@ def test_turns_in_turn_with_other_processes_are_stored_whole(
                     assert_turn_holds(ingest(world, "s1", n), n)
     distinct = {json.dumps(m, sort_keys=True) for m in conversation(11)}
     assert Message.objects.count() == len(distinct)
-    assert len(continued) == 2  # turns 6 and 9 (turn 3 had only another process's before it)
-    assert all(ids is not None for ids in continued)
+    # turns 6 and 9 (turn 3 had only another process's before it); turn 9 read the turns since
+    # its process's turn 6 with the session's lock, in the same round trip
+    assert [how for how, _ in continued] == ["read", "with the lock"]
+    assert all(ids is not None for _, ids in continued)
 
 
 def test_a_process_behind_round_robin_counts_only_what_no_process_stored(
