@@ -15,11 +15,14 @@ clients spread their requests over the ports themselves. The rate limits are swi
 (:func:`ctxweb.contexts.demo.coding_session`, growing to ``--target-tokens``), posted one after
 the other with keep-alive connections, each phase the same sessions under new ids:
 
-1. **ingest, round robin**: each post goes to the next server, so a turn's previous turn was
-   usually written by another process (which remembers an earlier turn of the session);
-2. **ingest, sticky**: each client keeps to one server (what a proxy with session affinity does:
+1. **ingest, round robin**: the posts of all clients go to the servers in one rotation, as a
+   load balancer's round robin sends them: a turn's previous turn was usually written by
+   another process (which remembers an earlier turn of the session);
+2. **ingest, each client rotating**: each client sends its posts to the servers in a rotation of
+   its own (the servers' share of the posts in flight then drifts apart);
+3. **ingest, sticky**: each client keeps to one server (what a proxy with session affinity does:
    the process remembers the previous turn);
-3. **ingest + chart**: phase 1 again while ``--readers`` threads fetch the chart data
+4. **ingest + chart**: phase 1 again while ``--readers`` threads fetch the chart data
    (``GET /api/v1/sessions/{id}/turns``) of random live sessions as fast as they can.
 
 Latency is measured by the client (loopback, whole request). The database is dropped afterwards.
@@ -193,6 +196,8 @@ class Shared:
     ingest: Tally = field(default_factory=Tally)
     chart: Tally = field(default_factory=Tally)
     sessions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    #: Round robin's rotation, one for all clients (``next`` on a count is atomic).
+    rotation: itertools.count[int] = field(default_factory=itertools.count)
 
 
 def sessions_serialized(args: argparse.Namespace) -> list[list[bytes]]:
@@ -214,7 +219,11 @@ def sessions_serialized(args: argparse.Namespace) -> list[list[bytes]]:
     ]
 
 
-def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sticky: bool) -> None:
+#: How clients pick a server for each post (see the module's docstring).
+ROUTINGS = ("round robin", "each client rotating", "sticky")
+
+
+def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, routing: str) -> None:
     """Post client ``client``'s session once, turn after turn: every phase replays the same
     sessions, so phases compare the same work."""
     connections = Connections(shared.ports)
@@ -225,9 +234,12 @@ def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, sti
         for payload in shared.bodies[client % len(shared.bodies)]:
             if shared.stop.is_set():
                 return
-            port = shared.ports[
-                client % len(shared.ports) if sticky else next(posts) % len(shared.ports)
-            ]
+            turn = {
+                "round robin": lambda: next(shared.rotation),
+                "each client rotating": lambda: next(posts),
+                "sticky": lambda: client,
+            }[routing]()
+            port = shared.ports[turn % len(shared.ports)]
             started = time.perf_counter()
             try:
                 status, _ = connections.request(
@@ -283,14 +295,14 @@ def run_phase(
     ports: list[int],
     name: str,
     *,
-    sticky: bool,
+    routing: str,
     readers: int,
     bodies: list[list[bytes]],
 ) -> dict[str, Any]:
     progress(f"phase {name}: {args.clients} clients, {readers} chart readers")
     shared = Shared(key=key, ports=ports, stop=threading.Event(), bodies=bodies)
     agents = [
-        threading.Thread(target=agent, args=(shared, args, c, name, sticky), daemon=True)
+        threading.Thread(target=agent, args=(shared, args, c, name, routing), daemon=True)
         for c in range(args.clients)
     ]
     readers_ = [
@@ -391,11 +403,15 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         )
     lines += [
         "",
-        "Round robin sends each post to the next process, so the previous turn of a session was"
-        " usually written by another process: that process remembers an earlier turn of the"
-        " session and takes what it knows from there (the messages since are looked up, the"
-        " previous turn's ids rebuilt from the deltas since); sticky keeps a client on one"
-        " process, as a proxy with session affinity would (see `docs/deploy.md`)."
+        "Round robin sends the posts of all clients to the processes in one rotation, as a load"
+        " balancer does, so the previous turn of a session was usually written by another"
+        " process: that process remembers an earlier turn of the session and takes what it"
+        " knows from there (the messages stored since are looked up and the turns since read"
+        " in the session lock's round trip); sticky keeps a client on one process, as a proxy"
+        " with session affinity would (see `docs/deploy.md`). With each client rotating on its"
+        " own, the processes' shares of the posts in flight drift apart: a process serving more"
+        " than its share is held to one core by its interpreter lock while another idles, so"
+        " that phase measures the spread of the load more than the cost of a turn."
         " The chart readers fetch whole sessions of up to"
         f" {args.turns} turns while they grow.",
         "",
@@ -456,23 +472,29 @@ def main() -> None:
                 key,
                 ports,
                 "warm up",
-                sticky=False,
+                routing="round robin",
                 readers=0,
                 bodies=[session[: args.warmup_turns] for session in bodies],
             )
             results = [
-                run_phase(
-                    args, key, ports, "ingest, round robin", sticky=False, readers=0, bodies=bodies
-                ),
-                run_phase(
-                    args, key, ports, "ingest, sticky", sticky=True, readers=0, bodies=bodies
+                *(
+                    run_phase(
+                        args,
+                        key,
+                        ports,
+                        f"ingest, {routing}",
+                        routing=routing,
+                        readers=0,
+                        bodies=bodies,
+                    )
+                    for routing in ROUTINGS
                 ),
                 run_phase(
                     args,
                     key,
                     ports,
                     "ingest + chart",
-                    sticky=False,
+                    routing="round robin",
                     readers=args.readers,
                     bodies=bodies,
                 ),
