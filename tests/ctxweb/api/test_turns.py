@@ -404,6 +404,18 @@ def test_turns_stored_elsewhere_after_one_rolled_back_are_told_from_it(world: Wo
     assert stored.messages == parse("openai-chat", chat(*following)).messages
 
 
+def round_robin_turn(world: World, n: int, on_commit: Any) -> None:
+    """Turn ``n - 1`` of session s1 as round robin over three processes stores it: this process
+    stores every third turn, another process the others; each turn committed (processes learn
+    of others' turns through commits)."""
+    with on_commit(execute=True):
+        if n % 3 == 0:
+            assert_turn_holds(ingest(world, "s1", n), n)
+        else:
+            with services.as_another_process():
+                assert_turn_holds(ingest(world, "s1", n), n)
+
+
 def test_turns_in_turn_with_other_processes_are_stored_whole(
     world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -422,13 +434,8 @@ def test_turns_in_turn_with_other_processes_are_stored_whole(
 
     monkeypatch.setattr(selectors, "turn_message_ids_after", spy_read)
     monkeypatch.setattr(selectors, "turn_message_ids_rebuilt", spy_rebuilt)
-    for n in range(1, 12):  # each turn committed (processes learn of others' through commits)
-        with django_capture_on_commit_callbacks(execute=True):
-            if n % 3 == 0:
-                assert_turn_holds(ingest(world, "s1", n), n)
-            else:
-                with services.as_another_process():
-                    assert_turn_holds(ingest(world, "s1", n), n)
+    for n in range(1, 12):
+        round_robin_turn(world, n, django_capture_on_commit_callbacks)
     distinct = {json.dumps(m, sort_keys=True) for m in conversation(11)}
     assert Message.objects.count() == len(distinct)
     # turns 6 and 9 (turn 3 had only another process's before it); turn 9 read the turns since
@@ -455,12 +462,7 @@ def test_a_process_behind_round_robin_counts_only_what_no_process_stored(
     monkeypatch.setattr(storage, "message_regions", spy)
     for n in range(1, 12):
         counted.clear()
-        with django_capture_on_commit_callbacks(execute=True):
-            if n % 3 == 0:
-                assert_turn_holds(ingest(world, "s1", n), n)
-            else:
-                with services.as_another_process():
-                    assert_turn_holds(ingest(world, "s1", n), n)
+        round_robin_turn(world, n, django_capture_on_commit_callbacks)
         if n == 9:  # its previous turn (6) was already behind others' (4 and 5)
             new = len(conversation(9)) - len(conversation(8))
             assert len(counted) == new, (len(counted), new)
