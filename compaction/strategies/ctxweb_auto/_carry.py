@@ -12,7 +12,6 @@ the oldest carriers give up their facts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -28,7 +27,7 @@ from compaction.strategies.ctxweb_auto._facts import (
 )
 from compaction.strategies.ctxweb_auto._steps import Sources
 from compaction.strategies.ctxweb_auto._summaries import make_room
-from compaction.strategies.ctxweb_auto._texts import FULL_TEXT
+from compaction.strategies.ctxweb_auto._texts import FULL_TEXT, shrink_arguments
 from compaction.strategies.outputs import with_result_text
 
 __all__ = ["carry_facts", "input_facts", "lost_facts"]
@@ -115,29 +114,16 @@ def _with_line(message: Message, part_index: int, line: str) -> Message | None:
 
 def _arguments_with(arguments: str, line: str) -> str | None:
     """``arguments`` with ``line`` appended to the first string value holding a pointer."""
-    try:
-        data = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return None
     done = False
 
-    def walk(value: object) -> object:
+    def append(value: str) -> str | None:
         nonlocal done
-        if isinstance(value, str) and not done and "[EXTERNALIZED:" in value:
-            done = True
-            return f"{value}\n{line}"
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
+        if done or "[EXTERNALIZED:" not in value:
+            return None
+        done = True
+        return f"{value}\n{line}"
 
-    new = walk(data)
-    if not done:
-        return None
-    compact = '": ' not in arguments and '", ' not in arguments
-    separators = (",", ":") if compact else (", ", ": ")
-    return json.dumps(new, ensure_ascii=False, separators=separators)
+    return shrink_arguments(arguments, append)
 
 
 def _with_block(message: Message, lines: list[str]) -> Message:
