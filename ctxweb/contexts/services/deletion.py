@@ -13,6 +13,7 @@ contexts to messages are ``RESTRICT``, which a cascade from the same deletion pa
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterable
@@ -67,17 +68,11 @@ def _referenced(turns: Any, managed: Any) -> tuple[set[int], set[int]]:
     """The message ids and tool set ids that ``turns`` and ``managed`` (querysets) refer to."""
     messages: set[int] = set()
     toolsets: set[int] = set()
-    for tail, system_id, toolset_id in turns.values_list(
-        "tail", "system_id", "toolset_id"
-    ).iterator(chunk_size=2_000):
-        messages.update(tail)
-        if system_id is not None:
-            messages.add(system_id)
-        if toolset_id is not None:
-            toolsets.add(toolset_id)
-    for ids, system_id, toolset_id in managed.values_list(
-        "message_ids", "system_id", "toolset_id"
-    ).iterator(chunk_size=2_000):
+    rows = itertools.chain(
+        turns.values_list("tail", "system_id", "toolset_id").iterator(chunk_size=2_000),
+        managed.values_list("message_ids", "system_id", "toolset_id").iterator(chunk_size=2_000),
+    )
+    for ids, system_id, toolset_id in rows:
         messages.update(ids)
         if system_id is not None:
             messages.add(system_id)
