@@ -29,6 +29,10 @@ ERROR_STATUSES = {
     "404": "Not found, or in another project.",
     "429": "Over the rate limit: retry after `Retry-After` seconds.",
 }
+#: Statuses that only some reads answer, by the path's last fixed segment.
+READ_STATUSES = {
+    "artifacts": {"409": "An ambiguous short artifact id (it starts several): use more of it."},
+}
 BODY_STATUSES = {
     "409": "A conflict: a turn_id reused with another body, or a session already busy.",
     "413": "The body is over the size limit.",
@@ -157,6 +161,9 @@ def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             statuses = dict(ERROR_STATUSES)
             if method in ("post", "put", "patch"):
                 statuses |= BODY_STATUSES
+            fixed = [p for p in path.strip("/").split("/") if not p.startswith("{")]
+            if method == "get" and fixed:
+                statuses |= READ_STATUSES.get(fixed[-1], {})
             responses = operation.setdefault("responses", {})
             # An endpoint that can answer text renders its errors as text too (same JSON body).
             types = {t for r in responses.values() for t in r.get("content", {})}

@@ -96,6 +96,12 @@ def test_the_schema_lists_every_api_operation() -> None:
     assert documented == {(m, p.replace("/turns/0", "/turns/{index}")) for m, p in served}
 
 
+def test_the_schema_names_the_conflict_of_an_ambiguous_short_artifact_id() -> None:
+    responses = served_schema()["paths"]["/api/v1/artifacts/{artifact_id}"]["get"]["responses"]
+    assert "ambiguous" in responses["409"]["description"]
+    assert "409" not in served_schema()["paths"]["/api/v1/sessions"]["get"]["responses"]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("operation", OPERATIONS, ids=lambda op: op.label)
 def test_the_api_conforms_to_its_schema(operation: Any, operator_key: str) -> None:
