@@ -108,12 +108,16 @@ def _shrunk_text(
         artifact = _artifact(draft, kind, text)
         note = f"[... {omitted} chars omitted; full text: {pointer(artifact.id)}]"
         return f"{text[:HEAD]}\n{note}\n{text[-TAIL:]}", [artifact], "compact-inline"
-    # A pointer and its description take about 200 bytes: not worth it for a shorter text.
-    if size <= 64 + 24 + len(describe(text)):
+    # Not worth it for a text no longer than what would stand in its place.
+    if size <= len(pointer(_STAND_IN)) + 1 + len(describe(text).encode("utf-8")):
         return None
     artifact = _artifact(draft, kind, text)
     edit = "externalize" if step == "externalize" else "clear"
     return f"{pointer(artifact.id)} {describe(text)}", [artifact], edit
+
+
+#: An artifact id of full length, to size a pointer before the artifact is made.
+_STAND_IN = "0" * 64
 
 
 def _shrunk_arguments(

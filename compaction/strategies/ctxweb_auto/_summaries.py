@@ -306,7 +306,7 @@ def _expand(
 
 def _without_pointers(message: Message) -> Message:
     """``message`` with each ``[EXTERNALIZED:<id>]`` read as ``[externalized]``: a summary has
-    no room for 64-digit ids (its own pointer reaches the originals)."""
+    no room for artifact ids (its own pointer reaches the originals)."""
     if "[EXTERNALIZED:" not in render_message(message):
         return message
 

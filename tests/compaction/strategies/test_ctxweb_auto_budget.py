@@ -9,10 +9,12 @@ import json
 import pytest
 
 from compaction.strategies import get_strategy
-from compaction.strategies.base import render_message
+from compaction.strategies.base import Draft, render_message
 from compaction.strategies.ctxweb_auto._facts import message_facts, part_facts
+from compaction.strategies.ctxweb_auto._outputs import _shrunk_text
+from compaction.strategies.ctxweb_auto._texts import describe, pointer
 from compaction.turns import orphans
-from tests.support.messages import a, atc, ctx, sys, t, u
+from tests.support.messages import COUNTER, a, atc, ctx, sys, t, u
 
 
 def _session(turns=12, size=1500):
@@ -268,3 +270,17 @@ def test_the_search_aims_below_where_a_coarse_step_landed_to_make_room_for_facts
     best = search(run, None, {}, None, 1888, 6294)
     assert best.lost == 0
     assert best.total <= 1888
+
+
+def test_an_output_is_externalized_once_longer_than_what_stands_in_its_place() -> None:
+    """A text is worth externalizing when it is longer than its pointer and description: sized
+    with the pointer ctxweb-auto writes (a short id), not a full-length one."""
+    draft = Draft.start(ctx(u("go")), COUNTER)
+    text = "x" * 180  # longer than its replacement (~160 bytes), shorter than 88 + description
+    replacement = f"{pointer('0' * 64)} {describe(text)}"
+    assert len(replacement) < len(text) < 64 + 24 + len(describe(text))
+    shrunk = _shrunk_text(draft, "externalize", text, 0, "text")
+    assert shrunk is not None
+    assert shrunk[0].startswith("[EXTERNALIZED:")
+    assert len(shrunk[0]) < len(text)
+    assert _shrunk_text(draft, "externalize", "x" * 100, 0, "text") is None
