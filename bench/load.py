@@ -234,11 +234,12 @@ def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, rou
         for payload in shared.bodies[client % len(shared.bodies)]:
             if shared.stop.is_set():
                 return
-            turn = {
-                "round robin": lambda: next(shared.rotation),
-                "each client rotating": lambda: next(posts),
-                "sticky": lambda: client,
-            }[routing]()
+            if routing == "sticky":
+                turn = client
+            elif routing == "round robin":
+                turn = next(shared.rotation)
+            else:  # each client rotating
+                turn = next(posts)
             port = shared.ports[turn % len(shared.ports)]
             started = time.perf_counter()
             try:

@@ -228,14 +228,17 @@ def turn_ingest(
         # new messages are inserted with the session's lock, in the same round trip.
         guess = _recent_guess(key)
         plan = _guessed_plan(project, context, guess) if guess is not None else None
+        # Sent with the lock: the plan's rows (inserted, or looked up behind round robin), and
+        # behind round robin the turns since this process's (to rebuild the previous turn's
+        # message ids); ``rows_at`` and ``since`` are their places in what comes back.
         then: list[Then] = []
+        rows_at = since = None
         if plan is not None and plan.optimistic and plan.new:
+            rows_at = len(then)
             then.append(Then(*_insert_rows_sql(plan.rows())))
         elif plan is not None and not plan.optimistic and plan.wanted:
-            # Behind round robin: the messages since are looked up in the same round trip, and
-            # the turns since this process's (to rebuild the previous turn's message ids).
+            rows_at = len(then)
             then.append(Then(*_rows_by_hash_sql(project.pk, sorted(plan.wanted)), MessageRow))
-        since = None
         if guess is not None and guess.shared:
             since = len(then)
             then.append(Then(*_turns_since_sql(guess.session_id, guess.index), Turn))
@@ -285,11 +288,11 @@ def turn_ingest(
         if (recent is not None or earlier is not None) and plan is not None:
             # The plan made from the guess holds: its prefix and rows are the session's (for an
             # earlier turn, the messages since are those it counted; stored ones are found).
-            first = returned[0] if returned and since != 0 else None
+            rows = returned[rows_at] if returned is not None and rows_at is not None else None
             stored = (
-                _messages_store(plan, first)
+                _messages_store(plan, rows)
                 if plan.optimistic
-                else _messages_store(plan, found=first)
+                else _messages_store(plan, found=rows)
             )
         else:  # rows the guess inserted are found like any others
             stored = message_rows(
