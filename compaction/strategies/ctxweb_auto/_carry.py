@@ -214,6 +214,8 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
             new, facts = best, facts[:lo]
             cost = draft.tokens(new) - before
         draft.messages[carrier.position] = new
+        if carrier.part is None and id(message) in inserted:
+            inserted[id(new)] = (new, inserted.pop(id(message))[1])
         _record(draft, carrier, cost, len(facts))
         room -= cost
         total += cost

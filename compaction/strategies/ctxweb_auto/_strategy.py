@@ -9,8 +9,9 @@ from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
 from compaction.strategies.ctxweb_auto._carry import carry_facts
+from compaction.strategies.ctxweb_auto._give import give_back
 from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
-from compaction.strategies.ctxweb_auto._search import Attempt, search
+from compaction.strategies.ctxweb_auto._search import LAND, Attempt, search
 from compaction.strategies.ctxweb_auto._steps import Sources, digest_steps
 from compaction.strategies.ctxweb_auto._summaries import (
     Digested,
@@ -196,6 +197,8 @@ class CtxwebAuto(Strategy):
             total = shorten_summary(draft, total, aim, sources)
         steps = total
         total, lost, wanted = carry_facts(draft, total, target - total, sources)
+        if total < LAND * target:
+            total = give_back(draft, total, target, sources)
         return Attempt(draft, aim, steps, total, lost, wanted)
 
     def _escalate(

@@ -14,7 +14,6 @@ from compaction.regions import is_summary
 from compaction.strategies.base import Artifact, Draft, make_artifact, render_message
 from compaction.strategies.ctxweb_auto._steps import Sources, digest_steps
 from compaction.strategies.ctxweb_auto._texts import (
-    CUT_NOTE,
     DIGEST_HEADER,
     FULL_TEXT,
     POINTER,
@@ -199,9 +198,10 @@ def _summary_position(draft: Draft) -> int | None:
 
 
 def _least(draft: Draft, summary: Message) -> int:
-    """The tokens of ``summary`` cut to nothing: its header, the cut note, its pointers."""
+    """The tokens of ``summary`` cut to nothing: its header and its pointers to the full text
+    (the bare form, without even the note that it was cut)."""
     _, marker, pointers = summary.text.partition(f"\n\n{FULL_TEXT}")
-    return draft.tokens(Message("user", (TextPart(SUMMARY_HEADER + CUT_NOTE + marker + pointers),)))
+    return draft.tokens(Message("user", (TextPart(SUMMARY_HEADER + marker + pointers),)))
 
 
 def _cut_summary(
@@ -221,11 +221,14 @@ def _cut_summary(
     floor = _least(draft, old)
     if floor >= before:
         return before, before
-    room = max(budget, floor) - floor + draft.text_tokens(CUT_NOTE)
+    room = max(budget, floor) - floor
     new = message(fit_summary(body, room, draft.text_tokens))
     while draft.tokens(new) > max(budget, floor) and room > 0:
         room -= draft.tokens(new) - max(budget, floor)
         new = message(fit_summary(body, max(room, 0), draft.text_tokens))
+    if draft.tokens(new) > max(budget, floor):
+        # not even the note that it was cut fits: the bare header and pointers
+        new = message("")
     after = draft.tokens(new)
     if after >= before:
         return before, before

@@ -19,16 +19,19 @@ from compaction.summarizers import Facts, extract_facts, messages_text
 __all__ = [
     "CUT_NOTE",
     "DIGEST_HEADER",
+    "DIGEST_QUOTE",
     "FULL_TEXT",
     "POINTER",
     "SHORT_ID",
     "SUMMARY_HEADER",
     "SUMMARY_PROMPT",
+    "clip",
     "describe",
     "digest_text",
     "fit_summary",
     "pointer",
     "shrink_arguments",
+    "turn_quotes",
 ]
 
 #: The first line of a ctxweb summary (the marker alone on its line).
@@ -135,6 +138,13 @@ def shrink_arguments(arguments: str, shrink: Callable[[str], str | None]) -> str
     return json.dumps(shrunk, ensure_ascii=False, separators=separators)
 
 
+def turn_quotes(turn: Sequence[Message]) -> tuple[str, str]:
+    """What a digest of ``turn`` quotes: its first user request and its last assistant reply."""
+    request = next((m.text for m in turn if m.role == "user" and m.text.strip()), "")
+    reply = next((m.text for m in reversed(turn) if m.role == "assistant" and m.text.strip()), "")
+    return request, reply
+
+
 def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
     """One user turn as a short digest: the request, the tools called, its last error lines, the
     last reply, and a pointer to the turn's full text. The turn's facts (paths, names, URLs) are
@@ -146,8 +156,7 @@ def digest_text(turn: Sequence[Message], full_text_id: str) -> str:
         >>> text.splitlines()[1]
         'user: Fix src/app.py'
     """
-    request = next((m.text for m in turn if m.role == "user" and m.text.strip()), "")
-    reply = next((m.text for m in reversed(turn) if m.role == "assistant" and m.text.strip()), "")
+    request, reply = turn_quotes(turn)
     calls = Counter(c.name for m in turn for c in m.tool_calls)
     facts = extract_facts(messages_text(turn))
     lines = [DIGEST_HEADER, f"user: {clip(request, DIGEST_QUOTE)}"]

@@ -31,8 +31,10 @@ def test_it_stops_after_the_lossless_step_when_that_suffices(counter):
     before = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 10**7}, counter=counter)
     assert before.edits == ()
     plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 80_000}, counter=counter)
-    assert {e.kind for e in plan.edits} == {"externalize"}
-    assert plan.after.total <= 80_000
+    # externalized, and what the target leaves room for given back around the pointer
+    assert {e.kind for e in plan.edits} <= {"externalize", "compact-inline"}
+    assert "externalize" in {e.kind for e in plan.edits}
+    assert 0.9 * 80_000 <= plan.after.total <= 80_000
     for edit in plan.edits:
         assert any(x.id == edit.artifact_id for x in plan.artifacts)
 
@@ -269,7 +271,8 @@ def test_the_summary_is_shortened_only_when_that_meets_the_target(counter):
     plan = strategy.plan(context, {"target_tokens": 250}, counter=counter)
     summary = plan.context.messages[1].text
     assert plan.after.total <= 250
-    assert "shortened to fit" in summary
+    # cut with a note, or to its bare form (header, facts, pointer) when the note does not fit
+    assert "shortened to fit" in summary or summary.startswith(SUMMARY_HEADER + "\n")
     assert any("summary was shortened" in w for w in plan.warnings)
     [kept] = [x for x in plan.artifacts if x.kind == "summarized_messages"]
     assert summary.endswith(pointer(kept.id))

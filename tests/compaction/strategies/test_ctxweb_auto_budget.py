@@ -10,6 +10,7 @@ import pytest
 
 from compaction.strategies import get_strategy
 from compaction.strategies.base import Draft, render_message
+from compaction.strategies.ctxweb_auto import DIGEST_HEADER, SUMMARY_HEADER
 from compaction.strategies.ctxweb_auto._facts import message_facts, part_facts
 from compaction.strategies.ctxweb_auto._outputs import _shrunk_text
 from compaction.strategies.ctxweb_auto._texts import describe, pointer
@@ -284,3 +285,98 @@ def test_an_output_is_externalized_once_longer_than_what_stands_in_its_place() -
     assert shrunk[0].startswith("[EXTERNALIZED:")
     assert len(shrunk[0]) < len(text)
     assert _shrunk_text(draft, "externalize", "x" * 100, 0, "text") is None
+
+
+def _words(n: int, seed: str) -> str:
+    """``n`` distinct plain words (no paths or names for the fact finders)."""
+    return " ".join(f"{seed}{k % 97}word" for k in range(n))
+
+
+def test_a_coarse_externalize_gives_back_the_head_and_tail_of_the_output(counter):
+    # one big old output: externalizing it lands far under the target, so it is given back
+    # around its pointer, as much as the target leaves room for
+    context = ctx(
+        sys("You are an agent."),
+        u("read the log"),
+        atc("c0", name="read", args=json.dumps({"path": "logs/run.log"})),
+        t("c0", "HEAD-OF-LOG " + _words(6000, "h") + " TAIL-OF-LOG"),
+        a("read it"),
+        u("now summarize the run"),
+    )
+    strategy = get_strategy("ctxweb-auto")
+    total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
+    target = total // 2
+    plan = strategy.plan(context, {"target_tokens": target}, counter=counter)
+    assert 0.9 * target <= plan.after.total <= target
+    [output] = plan.context.messages[3].tool_results
+    assert output.text.startswith("HEAD-OF-LOG ")
+    assert output.text.endswith("TAIL-OF-LOG") or "TAIL-OF-LOG\nfacts:" in output.text
+    [edit] = [e for e in plan.edits if e.message_index == 3]
+    assert edit.kind == "compact-inline"
+    assert "given back" in edit.detail
+    assert edit.tokens_after == counter.count_message(plan.context.messages[3]).total
+    [artifact] = plan.artifacts
+    assert pointer(artifact.id) in output.text
+    assert artifact.content == context.messages[3].tool_results[0].text
+
+
+def test_an_output_the_target_has_room_for_comes_back_whole_with_no_edit_or_artifact(counter):
+    from compaction.strategies.ctxweb_auto._give import give_back
+    from compaction.strategies.ctxweb_auto._outputs import shrink
+
+    context = _session(turns=3, size=3000)
+    draft = Draft.start(context, counter)
+    total = draft.total_tokens()
+    params = {"externalize_bytes": 1000, "compact_bytes": 500}
+    shrunk = shrink(draft, "externalize", params, total, 0, 0, len(draft.messages))
+    assert shrunk < total
+    assert len(draft.edits) == 3
+    assert len(draft.artifacts) == 3
+    # room for the two most recent outputs whole, not for the oldest
+    whole = sum(counter.count_message(m).total for m in context.messages[-6:])
+    now = sum(counter.count_message(m).total for m in draft.messages[-6:])
+    target = shrunk + (whole - now) + 20
+    after = give_back(draft, shrunk, target, {})
+    assert after <= target
+    assert draft.messages[-6:] == list(context.messages[-6:])
+    assert draft.messages[3] != context.messages[3]  # the oldest: head and tail around a pointer
+    assert [e.message_index for e in draft.edits] == [3]
+    assert len(draft.artifacts) == 1
+    assert after == draft.total_tokens()
+
+
+def test_a_digest_quotes_more_of_its_turn_when_the_target_leaves_room(counter):
+    request = "please rework the whole report: " + _words(700, "r")
+    reply = _words(900, "p") + " and that is the END-OF-REPLY"
+    context = ctx(sys("You are an agent."), u(request), a(reply), u("next"), a("ok"))
+    strategy = get_strategy("ctxweb-auto")
+    total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
+    target = int(total * 0.4)
+    plan = strategy.plan(context, {"target_tokens": target}, counter=counter)
+    assert 0.9 * target <= plan.after.total <= target
+    [digest] = [m for m in plan.context.messages if m.text.startswith(DIGEST_HEADER)]
+    lines = digest.text.splitlines()
+    assert len(lines[1]) > 2 * 240  # the request, quoted far past the default 240 characters
+    assert any(line.startswith("reply: ") and line.endswith("END-OF-REPLY") for line in lines)
+    assert "[EXTERNALIZED:" in lines[-1]
+
+
+def test_a_summary_too_dear_even_cut_goes_bare_to_meet_a_tight_target(counter):
+    # a large system prompt and short turns (a customer-service agent): the floor is close to
+    # the target, and only the summary's header and pointer fit beside it
+    policy = sys("Policy. " + _words(1200, "s"))
+    turns = []
+    for k in range(10):
+        turns += [u(f"question {k}: " + _words(30, "q")), a(f"answer {k}: " + _words(60, "a"))]
+    latest = u("thank you, that is all")
+    context = ctx(policy, *turns, latest)
+    floor = Draft.start(ctx(policy, latest), counter).total_tokens()
+    target = floor + 32
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": target}, counter=counter)
+    assert plan.after.total <= target
+    summary = plan.context.messages[1].text
+    assert summary.startswith(SUMMARY_HEADER + "\n")  # nothing before its pointer, not a note
+    assert "shortened to fit" not in summary
+    [kept] = [x for x in plan.artifacts if x.kind == "summarized_messages"]
+    assert summary.endswith(pointer(kept.id))
+    assert plan.context.messages[-1] == latest

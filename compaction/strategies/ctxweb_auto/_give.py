@@ -1,0 +1,219 @@
+"""How ``ctxweb-auto`` gives back what a coarse step took beyond need: once the steps and the
+facts they carried leave the total under :data:`~._search.LAND` of the target, what they shrank
+is widened again, the most recent first, within the tokens the target leaves:
+
+- a shrunk tool output: whole when the original fits, else as much of its head and tail as fits
+  around the pointer to its full text (the facts line it carries stays);
+- a digest of a turn (or of a turn's earlier steps): longer quotes of the request and the last
+  reply (its facts and pointer stay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from compaction.messages.model import Message, TextPart, ToolResultPart
+from compaction.strategies.base import Draft
+from compaction.strategies.ctxweb_auto._steps import STEPS_HEADER, Sources
+from compaction.strategies.ctxweb_auto._texts import (
+    DIGEST_HEADER,
+    DIGEST_QUOTE,
+    POINTER,
+    clip,
+    turn_quotes,
+)
+from compaction.strategies.outputs import with_result_text
+
+__all__ = ["give_back"]
+
+#: The share of the widened text kept before the pointer (the rest after it).
+HEAD_SHARE = 0.6
+#: Fewer tokens of room than this are not worth a widening.
+LEAST_ROOM = 8
+#: The edits a widened output came from.
+_SHRINKS = ("externalize", "clear", "compact-inline")
+
+
+def give_back(draft: Draft, total: int, target: int, sources: Sources) -> int:
+    """Widen the shrunk tool outputs and the turn digests of ``draft``, the most recent first,
+    while the total stays within ``target``. Returns the new total."""
+    for position in range(len(draft.messages) - 1, -1, -1):
+        if target - total < LEAST_ROOM:
+            break
+        origin = draft.origin[position]
+        if origin is None:
+            entry = sources.get(id(draft.messages[position]))
+            if entry is not None and entry[0] is draft.messages[position]:
+                total = _widen_digest(draft, position, entry[1], total, target, sources)
+            continue
+        original = draft.context.messages[origin]
+        message = draft.messages[position]
+        if message is original or len(message.parts) != len(original.parts):
+            continue
+        for k in range(len(message.parts) - 1, -1, -1):
+            now, was = draft.messages[position].parts[k], original.parts[k]
+            if not isinstance(now, ToolResultPart) or not isinstance(was, ToolResultPart):
+                continue
+            if now == was or POINTER.search(now.text) is None:
+                continue
+            total = _widen(draft, position, k, was.text, total, target)
+    return total
+
+
+def _widen(draft: Draft, position: int, k: int, text: str, total: int, target: int) -> int:
+    """The output at ``messages[position].parts[k]`` widened towards its original ``text``."""
+    message = draft.messages[position]
+    before = draft.tokens(message)
+    room = target - total
+    whole = with_result_text(message, k, text)
+    if draft.tokens(whole) - before <= room:
+        draft.messages[position] = whole
+        _restored(draft, position, k)
+        return total + draft.tokens(whole) - before
+    current = message.parts[k].text  # type: ignore[union-attr]
+    found = POINTER.search(current)
+    assert found is not None
+    facts = current[current.rfind("\nfacts: ") :] if "\nfacts: " in current else ""
+
+    def widened(kept: int) -> Message:
+        head = int(kept * HEAD_SHARE)
+        tail = kept - head
+        note = f"[... {len(text) - kept} chars omitted; full text: {found.group(0)}]"
+        return with_result_text(
+            message, k, f"{text[:head]}\n{note}\n{text[len(text) - tail :]}{facts}"
+        )
+
+    # the most characters whose widened output fits the room (tokens grow with characters)
+    lo, hi, best = 0, len(text) - 1, None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = widened(mid)
+        if draft.tokens(trial) - before <= room:
+            lo, best = mid, trial
+        else:
+            hi = mid - 1
+    if best is None or draft.tokens(best) <= before:
+        return total
+    draft.messages[position] = best
+    after = draft.tokens(best)
+    _reported(draft, position, k, after - before, lo)
+    return total + after - before
+
+
+def _edits_of(draft: Draft, position: int, k: int) -> list[int]:
+    origin = draft.origin[position]
+    return [
+        i
+        for i, edit in enumerate(draft.edits)
+        if edit.message_index == origin and edit.part_index == k and edit.kind in _SHRINKS
+    ]
+
+
+def _restored(draft: Draft, position: int, k: int) -> None:
+    """The output is whole again: the edits that shrank it go, and so do their artifacts
+    unless another edit or a text of the draft still points at them."""
+    doomed = _edits_of(draft, position, k)
+    ids = {draft.edits[i].artifact_id for i in doomed} - {None}
+    draft.edits = [edit for i, edit in enumerate(draft.edits) if i not in set(doomed)]
+    still = {edit.artifact_id for edit in draft.edits}
+    for artifact_id in ids - still:
+        short = f"[EXTERNALIZED:{artifact_id[:12]}"  # type: ignore[index]
+        if not any(short in m.text or _in_results(m, short) for m in draft.messages):
+            draft.artifacts.pop(artifact_id, None)  # type: ignore[arg-type]
+
+
+def _in_results(message: Message, short: str) -> bool:
+    return any(short in part.text for part in message.tool_results)
+
+
+def _reported(draft: Draft, position: int, k: int, cost: int, kept: int) -> None:
+    """The last edit that shrank the output now reports its head and tail kept."""
+    found = _edits_of(draft, position, k)
+    if not found:
+        return
+    i = found[-1]
+    edit = draft.edits[i]
+    draft.edits[i] = replace(
+        edit,
+        kind="compact-inline",
+        tokens_after=edit.tokens_after + cost,
+        detail=f"{edit.detail}; given back: {kept} chars of its head and tail kept",
+    )
+
+
+def _widen_digest(
+    draft: Draft,
+    position: int,
+    turn: Sequence[Message],
+    total: int,
+    target: int,
+    sources: Sources,
+) -> int:
+    """The digest at ``position`` with longer quotes of the ``turn`` (or steps) it replaced,
+    as long as fits the room."""
+    message = draft.messages[position]
+    lines = message.text.split("\n")
+    quotes = _quotes(lines, turn)
+    longest = max((len(text) for _, _, text, _ in quotes), default=0)
+    if longest <= DIGEST_QUOTE:
+        return total
+    before = draft.tokens(message)
+    room = target - total
+
+    def widened(quote: int) -> Message:
+        new = list(lines)
+        for at, label, text, tail in reversed(quotes):
+            line = f"{label}{clip(text, quote, tail=tail)}"
+            if at < len(lines) and lines[at].startswith(label):
+                new[at] = line
+            else:  # a brief digest, written without this quote
+                new.insert(at, line)
+        return Message("user", (TextPart("\n".join(new)),))
+
+    lo, hi, best = DIGEST_QUOTE, longest, None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = widened(mid)
+        if draft.tokens(trial) - before <= room:
+            lo, best = mid, trial
+        else:
+            hi = mid - 1
+    if best is None or draft.tokens(best) <= before:
+        return total
+    draft.messages[position] = best
+    sources[id(best)] = (best, sources.pop(id(message))[1])
+    cost = draft.tokens(best) - before
+    for i in range(len(draft.edits) - 1, -1, -1):
+        edit = draft.edits[i]
+        if edit.kind == "insert-summary" and edit.message_index == position:
+            draft.edits[i] = replace(
+                edit,
+                tokens_after=edit.tokens_after + cost,
+                detail=f"{edit.detail}; given back: quotes of {lo} characters",
+            )
+            break
+    return total + cost
+
+
+def _quotes(lines: list[str], turn: Sequence[Message]) -> list[tuple[int, str, str, bool]]:
+    """The quote lines of a digest: (line, label, the whole text it quotes, keep its end)."""
+    found = []
+    request, reply = (" ".join(text.split()) for text in turn_quotes(turn))
+    wanted: tuple[tuple[str, str, bool], ...]
+    if lines[0] == DIGEST_HEADER:
+        wanted = (("user: ", request, False), ("reply: ", reply, True))
+    elif lines[0].startswith(STEPS_HEADER):
+        wanted = (("assistant: ", reply, True),)
+    else:
+        return []
+    # where a quote missing from a brief digest goes: after the tools and errors lines
+    after = next(
+        (i for i in range(1, len(lines)) if not lines[i].startswith(("tools: ", "errors: "))),
+        len(lines),
+    )
+    for label, text, tail in wanted:
+        at = next((i for i, line in enumerate(lines) if line.startswith(label)), after)
+        if text:
+            found.append((at, label, text, tail))
+    return found
