@@ -57,9 +57,11 @@ def _clean(found: Iterable[str]) -> set[str]:
 
 
 @functools.lru_cache(maxsize=16384)
-def facts_of(text: str) -> frozenset[str]:
+def facts_of(text: str, *, shown: bool = False) -> frozenset[str]:
     """Every fact in ``text``, each prefixed by its kind (``url:``, ``path:``, ``error:``,
-    ``id:``) so one string found as two kinds counts twice.
+    ``id:``) so one string found as two kinds counts twice. With ``shown``, the facts ``text``
+    lets a reader see: an identifier also inside one of its paths is kept as well (an input's
+    ``TodoItem`` is still visible in ``names TodoItem; files src/TodoItem.tsx``).
 
     Example:
         >>> sorted(facts_of("ValueError in src/app.py, see https://x.org/a"))
@@ -74,8 +76,9 @@ def facts_of(text: str) -> frozenset[str]:
     }
     errors = _clean(_EXCEPTION.findall(text))
     identifiers = _clean(_IDENTIFIER.findall(without_urls)) - errors
-    # a path's own parts (file_name in src/file_name.py) are not separate identifiers
-    identifiers = {i for i in identifiers if not any(i in p for p in paths)}
+    if not shown:
+        # a path's own parts (file_name in src/file_name.py) are not separate identifiers
+        identifiers = {i for i in identifiers if not any(i in p for p in paths)}
     return frozenset(
         [f"url:{u}" for u in urls]
         + [f"path:{p}" for p in paths]
@@ -98,16 +101,16 @@ def context_texts(context: Context) -> list[str]:
     return [t for t in texts if t.strip()]
 
 
-def context_facts(context: Context) -> set[str]:
-    """Every fact of ``context``."""
+def context_facts(context: Context, *, shown: bool = False) -> set[str]:
+    """Every fact of ``context`` (with ``shown``, every fact a reader sees in it)."""
     found: set[str] = set()
     for text in context_texts(context):
-        found |= facts_of(text)
+        found |= facts_of(text, shown=shown)
     return found
 
 
 def visible_share(before: Context, after: Context) -> tuple[int, int]:
     """(facts of ``before`` still visible in ``after``, facts of ``before``)."""
     wanted = context_facts(before)
-    seen = context_facts(after)
+    seen = context_facts(after, shown=True)
     return len(wanted & seen), len(wanted)

@@ -208,7 +208,7 @@ def fact_floor(context: Context, counter: Counter) -> int:
     message around it. Below this, no strategy that keeps facts visible can keep 95% of them."""
     messages = _floor_messages(context)
     wanted = context_facts(context)
-    shown = context_facts(replace(context, messages=tuple(messages)))
+    shown = context_facts(replace(context, messages=tuple(messages)), shown=True)
     need = math.ceil(KEEP * len(wanted)) - len(wanted & shown)
     floor = _tokens(context, counter, messages)
     if need <= 0:
