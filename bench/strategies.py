@@ -414,16 +414,20 @@ def _auto_summary(rows: list[dict[str, Any]]) -> list[str]:
         f" allows, where no strategy that keeps facts visible can keep 95% of them; on the"
         f" other {len(possible)}, ctxweb-auto keeps ≥ 95% on {len(kept_possible)}."
     )
-    if missed:
-        lines.append(
-            "- under 95%: "
-            + ", ".join(
-                f"`{r['name'][:48]}` {_share(r['ctxweb-auto']):.0%}"
-                f" ({r['ctxweb-auto']['kept']}/{r['ctxweb-auto']['facts']})"
-                for r in missed[:8]
+    for label, members in (
+        ("under 95% where the fact floor allows 95%", [r for r in missed if r in possible]),
+        ("under 95% where it does not", [r for r in missed if r not in possible]),
+    ):
+        if members:
+            lines.append(
+                f"- {label}: "
+                + ", ".join(
+                    f"`{r['name'][:48]}` {_share(r['ctxweb-auto']):.0%}"
+                    f" ({r['ctxweb-auto']['kept']}/{r['ctxweb-auto']['facts']})"
+                    for r in members[:8]
+                )
+                + (f"… ({len(members)} in all)" if len(members) > 8 else "")
             )
-            + ("…" if len(missed) > 8 else "")
-        )
     return lines
 
 

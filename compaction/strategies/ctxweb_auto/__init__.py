@@ -22,6 +22,11 @@ Steps, each run only while the counted total is still above the target:
    than the digests it replaces has its prose cut rather than being skipped, and its prose gives
    way to the fact lines of what it replaced when both do not fit (facts before prose).
 
+Then **give back**: the steps are coarse, so when the plan lands under 90% of the target the
+most recent shrunk tool outputs are widened again (whole, or head and tail around their pointer)
+and digests quote more of their turn, within the target. A summary that cannot fit even cut to
+its prose's first lines keeps only its header and pointer, when that meets the target.
+
 The latest user turn (``latest_turn``):
 
 - ``auto`` (default): kept verbatim while the target can be met without it. When steps 1-5 leave

@@ -57,16 +57,20 @@ def give_back(draft: Draft, total: int, target: int, sources: Sources) -> int:
                 continue
             if now == was or POINTER.search(now.text) is None:
                 continue
-            total = _widen(draft, position, k, was.text, total, target)
+            total = _widen(draft, position, k, was, total, target)
     return total
 
 
-def _widen(draft: Draft, position: int, k: int, text: str, total: int, target: int) -> int:
-    """The output at ``messages[position].parts[k]`` widened towards its original ``text``."""
+def _widen(
+    draft: Draft, position: int, k: int, was: ToolResultPart, total: int, target: int
+) -> int:
+    """The output at ``messages[position].parts[k]`` widened towards what it was."""
     message = draft.messages[position]
     before = draft.tokens(message)
     room = target - total
-    whole = with_result_text(message, k, text)
+    parts = list(message.parts)
+    parts[k] = was
+    whole = replace(message, parts=tuple(parts))
     if draft.tokens(whole) - before <= room:
         draft.messages[position] = whole
         _restored(draft, position, k)
@@ -84,8 +88,11 @@ def _widen(draft: Draft, position: int, k: int, text: str, total: int, target: i
             message, k, f"{text[:head]}\n{note}\n{text[len(text) - tail :]}{facts}"
         )
 
-    # the most characters whose widened output fits the room (tokens grow with characters)
-    lo, hi, best = 0, len(text) - 1, None
+    # the most characters whose widened output fits the room (tokens grow with characters),
+    # searched up to a little past what the room holds at the text's own characters per token
+    text = was.text
+    per_token = len(text) / max(draft.text_tokens(text), 1)
+    lo, hi, best = 0, min(len(text) - 1, int(room * per_token * 1.5) + 64), None
     while lo < hi:
         mid = (lo + hi + 1) // 2
         trial = widened(mid)
