@@ -8,7 +8,7 @@ from compaction.cache import last_breakpoint
 from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
-from compaction.strategies.ctxweb_auto._carry import carry_facts
+from compaction.strategies.ctxweb_auto._carry import carry_facts, lost_facts
 from compaction.strategies.ctxweb_auto._give import give_back
 from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
 from compaction.strategies.ctxweb_auto._search import LAND, Attempt, search
@@ -198,7 +198,12 @@ class CtxwebAuto(Strategy):
         steps = total
         total, lost, wanted = carry_facts(draft, total, target - total, sources)
         if total < LAND * target:
-            total = give_back(draft, total, target, sources)
+            given = give_back(draft, total, target, sources)
+            if given != total and lost:
+                lost = len(lost_facts(draft))  # what came back may show some again
+            total = given
+        if params["latest_turn"] == "auto":
+            _warn_latest_turn(draft, params)
         return Attempt(draft, aim, steps, total, lost, wanted)
 
     def _escalate(
@@ -248,8 +253,6 @@ class CtxwebAuto(Strategy):
         outputs and arguments (from ``start`` on), then its oldest steps digested."""
         latest = max(_latest_start(draft.messages), start)
         recent = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
-        edits = len(draft.edits)
-        before = total
         for step in allowed:
             if total <= target or step not in OUTPUT_STEPS:
                 break
@@ -259,15 +262,35 @@ class CtxwebAuto(Strategy):
             first = max(latest + 1, start)
             last = _recent_start(draft.messages, latest, min(params["keep_recent_outputs"], 1))
             total = digest_steps(draft, total, target, first, max(last, first), sources)
-        if len(draft.edits) > edits:
-            draft.warn(
-                f"ctxweb-auto: the target needed the latest user turn: {len(draft.edits) - edits}"
-                f" of its older tool outputs, arguments and steps moved behind artifacts"
-                f" ({before - total} tokens); its request and last"
-                f" {params['keep_recent_outputs']} tool calls are kept verbatim."
-                " latest_turn=verbatim forbids this"
-            )
         return total
+
+
+def _warn_latest_turn(draft: Draft, params: dict[str, Any]) -> None:
+    """Say what the finished plan took from the latest user turn, if anything (counted on the
+    result, after what was given back)."""
+    latest = _latest_start(draft.messages)
+    if latest >= len(draft.messages) or draft.origin[latest] is None:
+        return
+    first = draft.origin[latest]
+    assert first is not None
+    kept = {
+        origin
+        for message, origin in zip(draft.messages[latest:], draft.origin[latest:], strict=True)
+        if origin is not None and message is draft.context.messages[origin]
+    }
+    taken = [i for i in range(first, len(draft.context.messages)) if i not in kept]
+    if not taken:
+        return
+    before = sum(
+        draft.tokens(draft.context.messages[i]) for i in range(first, len(draft.context.messages))
+    )
+    after = sum(draft.tokens(m) for m in draft.messages[latest:])
+    draft.warn(
+        f"ctxweb-auto: the target needed the latest user turn: {len(taken)} of its messages"
+        f" (older tool outputs, arguments and steps) shrunk or digested behind artifacts"
+        f" ({before - after} tokens); its request and last {params['keep_recent_outputs']} tool"
+        " calls are kept verbatim. latest_turn=verbatim forbids this"
+    )
 
 
 def _target(draft: Draft, params: dict[str, Any]) -> int:

@@ -6,6 +6,8 @@ import hashlib
 import json
 import re
 
+import pytest
+
 from compaction.regions import context_regions, is_summary
 from compaction.strategies import get_strategy
 from compaction.strategies.base import render_message
@@ -126,6 +128,22 @@ def test_by_default_it_reaches_into_the_latest_turn_only_when_the_target_needs_i
     reachable = _reachable(plan)
     for i in range(12):
         assert f"ERROR: out {i} src/f{i}.py" in reachable
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.8])
+def test_the_latest_turn_warning_says_what_the_finished_plan_took(counter, fraction):
+    # said after what was given back: the messages changed and the tokens the turn lost
+    context = _agent_turn(size=3000)
+    strategy = get_strategy("ctxweb-auto")
+    total = strategy.plan(context, {"target_tokens": 10**7}, counter=counter).after.total
+    plan = strategy.plan(context, {"target_tokens": int(total * fraction)}, counter=counter)
+    [warning] = [w for w in plan.warnings if "the target needed the latest user turn" in w]
+    changed = [m for m in context.messages[1:] if m not in plan.context.messages]
+    saved = sum(counter.count_message(m).total for m in context.messages[1:]) - sum(
+        counter.count_message(m).total for m in plan.context.messages[1:]
+    )
+    assert f": {len(changed)} of its messages" in warning
+    assert f"({saved} tokens)" in warning
 
 
 def test_a_pointer_names_its_artifact_by_a_short_id(counter):
