@@ -10,7 +10,7 @@ is widened again, the most recent first, within the tokens the target leaves:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from compaction.messages.model import Message, TextPart, ToolResultPart
@@ -79,6 +79,7 @@ def _widen(
     found = POINTER.search(current)
     assert found is not None
     facts = current[current.rfind("\nfacts: ") :] if "\nfacts: " in current else ""
+    text = was.text
 
     def widened(kept: int) -> Message:
         head = int(kept * HEAD_SHARE)
@@ -88,24 +89,33 @@ def _widen(
             message, k, f"{text[:head]}\n{note}\n{text[len(text) - tail :]}{facts}"
         )
 
-    # the most characters whose widened output fits the room (tokens grow with characters),
-    # searched up to a little past what the room holds at the text's own characters per token
-    text = was.text
+    # the most characters whose widened output fits the room, searched up to a little past
+    # what the room holds at the text's own characters per token
     per_token = len(text) / max(draft.text_tokens(text), 1)
-    lo, hi, best = 0, min(len(text) - 1, int(room * per_token * 1.5) + 64), None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        trial = widened(mid)
-        if draft.tokens(trial) - before <= room:
-            lo, best = mid, trial
-        else:
-            hi = mid - 1
+    hi = min(len(text) - 1, int(room * per_token * 1.5) + 64)
+    kept, best = _largest(draft, 0, hi, widened, before + room)
     if best is None or draft.tokens(best) <= before:
         return total
     draft.messages[position] = best
     after = draft.tokens(best)
-    _reported(draft, position, k, after - before, lo)
+    _reported(draft, position, k, after - before, kept)
     return total + after - before
+
+
+def _largest(
+    draft: Draft, lo: int, hi: int, build: Callable[[int], Message], most: int
+) -> tuple[int, Message | None]:
+    """The largest ``n`` in ``(lo, hi]`` whose ``build(n)`` takes at most ``most`` tokens, and
+    that message (``lo`` and None when none does), by bisection: a message grows with ``n``."""
+    best = None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = build(mid)
+        if draft.tokens(trial) <= most:
+            lo, best = mid, trial
+        else:
+            hi = mid - 1
+    return lo, best
 
 
 def _edits_of(draft: Draft, position: int, k: int) -> list[int]:
@@ -178,14 +188,7 @@ def _widen_digest(
                 new.insert(at, line)
         return Message("user", (TextPart("\n".join(new)),))
 
-    lo, hi, best = DIGEST_QUOTE, longest, None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        trial = widened(mid)
-        if draft.tokens(trial) - before <= room:
-            lo, best = mid, trial
-        else:
-            hi = mid - 1
+    quote, best = _largest(draft, DIGEST_QUOTE, longest, widened, before + room)
     if best is None or draft.tokens(best) <= before:
         return total
     draft.messages[position] = best
@@ -197,7 +200,7 @@ def _widen_digest(
             draft.edits[i] = replace(
                 edit,
                 tokens_after=edit.tokens_after + cost,
-                detail=f"{edit.detail}; given back: quotes of {lo} characters",
+                detail=f"{edit.detail}; given back: quotes of {quote} characters",
             )
             break
     return total + cost
