@@ -71,6 +71,8 @@ class ParseMemo:
         typed: indices of the items holding values other than strings and nulls (numbers,
             booleans): they are reused only after a type-strict comparison.
         reused: how many leading messages of this request were taken from the previous memo.
+        key: the request's key that holds ``raw`` (``messages``, or ``input``); empty when the
+            request had no list of messages.
     """
 
     format: str
@@ -78,6 +80,7 @@ class ParseMemo:
     messages: tuple[Message, ...] = ()
     typed: tuple[int, ...] = ()
     reused: int = 0
+    key: str = ""
 
 
 def parse_incremental(
@@ -133,7 +136,7 @@ def _parse(
         if not plain:
             typed.append(index)
     parsed = tuple(messages)
-    memo = ParseMemo(format, tuple(raw), parsed, tuple(typed), reused)
+    memo = ParseMemo(format, tuple(raw), parsed, tuple(typed), reused, adapter.key)
     return adapter.build(req, parsed), memo
 
 

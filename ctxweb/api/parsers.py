@@ -12,11 +12,12 @@ root (``usage.input_tokens``, ``params.keep``).
 Cost. A turn's body is mostly its messages, and most of them were in the previous turn: the body
 is decoded by msgspec (about 2.5 times faster than :mod:`json` on a large body, same values:
 integers past 64 bits stay integers), and a view that parses its request's messages itself with
-the format parsers, which check their depth once per new message, names them in
-``checks_messages``: this parser then does not walk them. Strings need a look only when the body
-holds a ``\\u0000`` escape (msgspec refuses lone surrogates; the slow path below then names
-them). Anything msgspec refuses is decoded again by :mod:`json`, so every error is the one it
-always was.
+the format parsers, which check their depth once per new message, and looks for NUL characters
+in the new messages (:func:`ctxweb.contexts.services.turn_request_parse`), names them in
+``checks_messages``: this parser then does not walk them, and looks at the strings of the rest.
+For other views, strings need a look only when the body holds a ``\\u0000`` escape (msgspec
+refuses lone surrogates; the slow path below then names them). Anything msgspec refuses is
+decoded again by :mod:`json`, so every error is the one it always was.
 """
 
 from __future__ import annotations
@@ -100,9 +101,11 @@ def _deep_path(text: str, limit: int) -> list[str | int]:
     return [frame[0] for frame in stack]
 
 
-def _bad_string(value: str) -> str | None:
+def _bad_string(value: str, surrogates: bool = True) -> str | None:
     if "\x00" in value:
         return "contains a NUL character"
+    if not surrogates:
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -116,9 +119,11 @@ def check_body(
     limit: int = MAX_DEPTH,
     strings: bool = True,
     skip: Collection[str] = (),
+    surrogates: bool = True,
 ) -> None:
     """Refuse nesting deeper than ``limit`` and, with ``strings``, keys or strings that a database
-    cannot store. Iterative: a deep body cannot exhaust the stack here.
+    cannot store (a NUL; a lone surrogate unless ``surrogates`` is off, for a body a decoder
+    that refuses them already read). Iterative: a deep body cannot exhaust the stack here.
 
     ``skip`` names lists of the top-level ``request`` object (``messages``) that are not walked:
     the caller checks them itself."""
@@ -139,7 +144,7 @@ def check_body(
             )
         if isinstance(node, Mapping):
             for key, child in node.items():
-                reason = _bad_string(key) if strings else None
+                reason = _bad_string(key, surrogates) if strings else None
                 if reason is not None:
                     where = field_path([*path, key.replace("\x00", "\\u0000")])
                     raise ApiError(f"A key {reason}.", fields={where: f"key {reason}"})
@@ -150,7 +155,7 @@ def check_body(
                 if isinstance(child, Mapping | list) or (strings and isinstance(child, str)):
                     stack.append((child, [*path, index]))
         elif isinstance(node, str):
-            reason = _bad_string(node)
+            reason = _bad_string(node, surrogates)
             if reason is not None:
                 raise ApiError(f"{field_path(path)} {reason}.", fields={field_path(path): reason})
 
@@ -171,10 +176,14 @@ class JsonBodyParser(JSONParser):
         except (msgspec.DecodeError, ValueError, RecursionError):  # UnicodeDecodeError too
             return self._parse_slowly(raw)
         skip = getattr((parser_context or {}).get("view"), "checks_messages", ())
-        if b"\\u0000" in raw:  # a NUL somewhere: every string is looked at
+        if skip:
+            # the view looks at the strings of its new messages itself; the rest is looked at
+            # here (msgspec refuses lone surrogates: only a NUL can be left to find)
+            check_body(data, strings=True, skip=skip, surrogates=False)
+        elif b"\\u0000" in raw:  # a NUL somewhere: every string is looked at
             check_body(data, strings=True)
         else:
-            check_body(data, strings=False, skip=skip)
+            check_body(data, strings=False)
         return data
 
     def _parse_slowly(self, raw: bytes) -> Any:

@@ -32,8 +32,9 @@ EXTERNAL_ID_MAX = 200
 class TurnIngestApi(APIView):
     """Ingest one model call; the session is created on first use."""
 
-    #: The request's message lists are depth-checked by the format parsers, once per new
-    #: message (:func:`services.turn_request_parse`): the body parser does not walk them.
+    #: The request's message lists are depth-checked by the format parsers and searched for
+    #: NUL characters once per new message (:func:`services.turn_request_parse`): the body
+    #: parser does not walk them.
     checks_messages = ("messages", "input")
 
     @extend_schema(

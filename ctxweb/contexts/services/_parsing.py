@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.errors import FormatError
 from compaction.messages import FORMATS as FORMATS  # the formats a turn may be sent in
 from compaction.messages import Context
 from compaction.messages.incremental import ParseMemo, parse_incremental
@@ -48,12 +49,14 @@ def turn_request_parse(
     are the very objects of the previous parse, so :func:`turn_ingest` recognizes them at once.
 
     Raises:
-        FormatError: as ``parse`` (the memo is left as it was).
+        FormatError: as ``parse``, or for a NUL character in a message the request adds (no
+            database column holds one; :func:`refuse_nul`). The memo is left as it was.
     """
     key = (project.pk, external_id)
     with _PARSED_LOCK:
         previous = _PARSED.get(key)
     context, memo = parse_incremental(format, request, previous.memo if previous else None)
+    refuse_nul(memo)
     scanned = previous.scan or previous.base if previous is not None else None
     base = scanned if scanned is not None and scanned.count <= memo.reused else None
     with _PARSED_LOCK:
@@ -64,6 +67,42 @@ def turn_request_parse(
             _, dropped = _PARSED.popitem(last=False)
             held -= len(dropped.memo.raw)
     return context
+
+
+def refuse_nul(memo: ParseMemo) -> None:
+    """Refuse a NUL character in a key or string of the messages a request adds to the one
+    before it (``memo.raw[memo.reused:]``), a :class:`FormatError` naming where: the messages it
+    repeats were looked at when they were new (the memo only ever holds checked messages), so
+    the cost is the new content's, not the whole request's.
+
+    Example:
+        >>> from compaction.messages.incremental import parse_incremental
+        >>> body = {"messages": [{"role": "user", "content": "a" + chr(0)}]}
+        >>> _, memo = parse_incremental("openai-chat", body)
+        >>> refuse_nul(memo)
+        Traceback (most recent call last):
+        compaction.errors.FormatError: messages.0.content: contains a NUL character
+    """
+    for index in range(memo.reused, len(memo.raw)):
+        stack: list[tuple[Any, tuple[str | int, ...]]] = [(memo.raw[index], (index,))]
+        while stack:
+            node, where = stack.pop()
+            if isinstance(node, str):
+                if "\x00" in node:
+                    raise FormatError(_path(memo.key, where), "contains a NUL character")
+            elif isinstance(node, dict):
+                for name, child in node.items():
+                    if "\x00" in name:
+                        shown = name.replace("\x00", "\\u0000")
+                        where = (*where, shown)
+                        raise FormatError(_path(memo.key, where), "key contains a NUL character")
+                    stack.append((child, (*where, name)))
+            elif isinstance(node, list):
+                stack.extend((child, (*where, i)) for i, child in enumerate(node))
+
+
+def _path(key: str, where: tuple[str | int, ...]) -> str:
+    return ".".join(str(segment) for segment in (key, *where))
 
 
 def turn_orphans(

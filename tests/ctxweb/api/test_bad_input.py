@@ -304,6 +304,63 @@ def test_strings_no_database_can_hold_are_a_400_naming_the_field(
     assert snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        # a new message after the stored turn's three (only the new ones are looked at)
+        (chat(USER, CALL, RESULT, {"role": "user", "content": "next\x00"}), "messages.3.content"),
+        (
+            chat(
+                USER, CALL, RESULT, {"role": "user", "content": [{"type": "text", "text": "\x00"}]}
+            ),
+            "messages.3.content.0.text",
+        ),
+        (chat(USER, CALL, RESULT, {"role": "user", "content": "x", "me\x00ta": 1}), "messages.3"),
+        # a session's first request: every message is new
+        (chat({"role": "user", "content": "a\x00"}, session="other"), "messages.0.content"),
+        (
+            {
+                "format": "anthropic-messages",
+                "request": {
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 10,
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": "\x00"}]}],
+                },
+                "session": "third",
+            },
+            "messages.0.content.0.text",
+        ),
+        (
+            {
+                "format": "openai-responses",
+                "request": {"model": "gpt-4o", "input": [{"role": "user", "content": "b\x00"}]},
+                "session": "fourth",
+            },
+            "input.0.content",
+        ),
+    ],
+)
+def test_a_nul_in_a_message_is_a_400_naming_it(client: Any, body: Any, field: str) -> None:
+    session = body.pop("session", "s1")
+    before = snapshot()
+    error = refused(post(client, f"/api/v1/sessions/{session}/turns", body), 400, field)
+    assert error["code"] == "invalid"
+    assert "NUL" in error["message"]
+    assert snapshot() == before
+    assert not Session.objects.filter(external_id=session).exclude(external_id="s1").exists()
+
+
+def test_a_refused_message_is_looked_at_again_when_it_comes_back(client: Any) -> None:
+    # the refused request is not remembered as the session's latest: sent again, it is refused
+    # again, and the good turn after it is stored
+    bad = chat(USER, CALL, RESULT, {"role": "user", "content": "next\x00"})
+    for _ in range(2):
+        refused(post(client, TURNS, bad), 400, "messages.3.content")
+    good = chat(USER, CALL, RESULT, {"role": "user", "content": "next"})
+    assert post(client, TURNS, good).status_code == 201
+    assert Turn.objects.filter(session__external_id="s1").count() == 2
+
+
 def test_a_nul_in_the_operation_params_is_a_400(client: Any) -> None:
     before = snapshot()
     body = {"strategy": "baseagent-prune", "params": {"protect\x00": 1}}
