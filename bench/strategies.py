@@ -50,12 +50,12 @@ from record import DOCS, machine, write_section  # noqa: E402
 
 from compaction.cache import cache_impact  # noqa: E402
 from compaction.messages import parse  # noqa: E402
-from compaction.messages.model import Context, Message, TextPart  # noqa: E402
+from compaction.messages.model import Context, Message  # noqa: E402
 from compaction.regions import context_regions  # noqa: E402
 from compaction.strategies import get_strategy, list_strategies  # noqa: E402
 from compaction.strategies.ctxweb_auto import SUMMARY_HEADER  # noqa: E402
 from compaction.strategies.ctxweb_auto._facts import fact_line  # noqa: E402
-from compaction.strategies.ctxweb_auto._texts import FULL_TEXT  # noqa: E402
+from compaction.strategies.ctxweb_auto._summaries import bare_summary  # noqa: E402
 from compaction.summarizers import FactSummarizer  # noqa: E402
 from compaction.tokens import encoding_for_model  # noqa: E402
 from compaction.transcripts import parse_transcript  # noqa: E402
@@ -227,8 +227,7 @@ def auto_floor(context: Context, counter: Counter) -> int:
     total = int(plan.after.total)
     for message in plan.context.messages:
         if message.text.startswith(SUMMARY_HEADER):
-            _, marker, pointers = message.text.partition(f"\n\n{FULL_TEXT}")
-            bare = Message("user", (TextPart(SUMMARY_HEADER + marker + pointers),))
+            bare = bare_summary(message)
             total -= int(counter.count_message(message).total - counter.count_message(bare).total)
     return total
 

@@ -21,6 +21,7 @@ from compaction.strategies.ctxweb_auto._texts import (
     DIGEST_QUOTE,
     POINTER,
     clip,
+    pointer,
     turn_quotes,
 )
 from compaction.strategies.outputs import with_result_text
@@ -130,14 +131,16 @@ def _edits_of(draft: Draft, position: int, k: int) -> list[int]:
 def _restored(draft: Draft, position: int, k: int) -> None:
     """The output is whole again: the edits that shrank it go, and so do their artifacts
     unless another edit or a text of the draft still points at them."""
-    doomed = _edits_of(draft, position, k)
-    ids = {draft.edits[i].artifact_id for i in doomed} - {None}
-    draft.edits = [edit for i, edit in enumerate(draft.edits) if i not in set(doomed)]
+    doomed = set(_edits_of(draft, position, k))
+    ids = {draft.edits[i].artifact_id for i in doomed}
+    draft.edits = [edit for i, edit in enumerate(draft.edits) if i not in doomed]
     still = {edit.artifact_id for edit in draft.edits}
     for artifact_id in ids - still:
-        short = f"[EXTERNALIZED:{artifact_id[:12]}"  # type: ignore[index]
+        if artifact_id is None:
+            continue
+        short = pointer(artifact_id)[:-1]  # a pointer to it, whatever length of id it holds
         if not any(short in m.text or _in_results(m, short) for m in draft.messages):
-            draft.artifacts.pop(artifact_id, None)  # type: ignore[arg-type]
+            draft.artifacts.pop(artifact_id, None)
 
 
 def _in_results(message: Message, short: str) -> bool:

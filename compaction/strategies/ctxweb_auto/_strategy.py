@@ -149,6 +149,8 @@ class CtxwebAuto(Strategy):
         draft.edits, draft.artifacts = best.draft.edits, best.draft.artifacts
         for warning in best.draft.warnings:
             draft.warn(warning)
+        if params["latest_turn"] == "auto":
+            _warn_latest_turn(draft, params)
         if best.lost:
             draft.warn(
                 f"ctxweb-auto: {best.lost} of the {best.facts} facts (paths, names, errors, URLs)"
@@ -202,8 +204,6 @@ class CtxwebAuto(Strategy):
             if given != total and lost:
                 lost = len(lost_facts(draft))  # what came back may show some again
             total = given
-        if params["latest_turn"] == "auto":
-            _warn_latest_turn(draft, params)
         return Attempt(draft, aim, steps, total, lost, wanted)
 
     def _escalate(

@@ -26,7 +26,15 @@ from compaction.strategies.ctxweb_auto._texts import (
 from compaction.summarizers import FactSummarizer, Summarizer
 from compaction.turns import find_legal_start, is_user_turn_start, orphans
 
-__all__ = ["Digested", "Sources", "digest", "make_room", "shorten_summary", "summarize"]
+__all__ = [
+    "Digested",
+    "Sources",
+    "bare_summary",
+    "digest",
+    "make_room",
+    "shorten_summary",
+    "summarize",
+]
 
 #: A turn is digested only when its digest costs less than this share of its tokens.
 DIGEST_GAIN = 0.7
@@ -197,11 +205,16 @@ def _summary_position(draft: Draft) -> int | None:
     )
 
 
-def _least(draft: Draft, summary: Message) -> int:
-    """The tokens of ``summary`` cut to nothing: its header and its pointers to the full text
-    (the bare form, without even the note that it was cut)."""
+def bare_summary(summary: Message) -> Message:
+    """``summary`` cut to nothing: its header and its pointers to the full text, without even
+    the note that it was cut (the least a summary of this plan can be)."""
     _, marker, pointers = summary.text.partition(f"\n\n{FULL_TEXT}")
-    return draft.tokens(Message("user", (TextPart(SUMMARY_HEADER + marker + pointers),)))
+    return Message("user", (TextPart(SUMMARY_HEADER + marker + pointers),))
+
+
+def _least(draft: Draft, summary: Message) -> int:
+    """The tokens of ``summary`` in its bare form (:func:`bare_summary`)."""
+    return draft.tokens(bare_summary(summary))
 
 
 def _cut_summary(
@@ -227,8 +240,7 @@ def _cut_summary(
         room -= draft.tokens(new) - max(budget, floor)
         new = message(fit_summary(body, max(room, 0), draft.text_tokens))
     if draft.tokens(new) > max(budget, floor):
-        # not even the note that it was cut fits: the bare header and pointers
-        new = message("")
+        new = bare_summary(old)  # not even the note that it was cut fits
     after = draft.tokens(new)
     if after >= before:
         return before, before
