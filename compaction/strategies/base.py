@@ -455,6 +455,8 @@ class Strategy(ABC):
         # One scope per plan: the run, the totals before and the totals after count the same
         # messages and texts, each counted once (the scope is dropped with the draft).
         counter = counter.scoped()
+        # a cold context's texts encoded at once, on every core, before the run counts them
+        counter.prime_context(context)
         draft = Draft.start(context, counter)
         self.run(draft, resolved, summarizer)
         result = draft.result()

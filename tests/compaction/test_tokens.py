@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import compaction.messages.model
 import compaction.tokens
 from compaction.messages.model import (
+    Context,
     MediaPart,
     Message,
     ReasoningPart,
@@ -332,6 +333,108 @@ def test_clearing_the_cache_resets_its_counters() -> None:
     cache.clear()
 
     assert (len(cache), cache.hits, cache.misses) == (0, 0, 0)
+
+
+# --- priming: a cold context counted on every core -------------------------------------------
+
+
+def _context(n: int) -> Context:
+    """A context whose texts are all distinct: every kind of part the counter encodes."""
+    messages = []
+    for k in range(n):
+        messages.append(user(f"request {k}: " + "read the file and explain it " * (k % 7 + 1)))
+        call = ToolCallPart(f"c{k}", "read_file", f'{{"path": "src/m{k}.py"}}')
+        messages.append(
+            Message(
+                role="assistant",
+                parts=(ReasoningPart(f"thinking {k}"), TextPart(f"reading {k}"), call),
+            )
+        )
+        out = ToolResultPart(f"c{k}", (TextPart(f"def f{k}():\n    return {k}\n" * (k % 30)),))
+        messages.append(Message(role="tool", parts=(out,)))
+    tools = (ToolDefinition("read_file", "Read a file.", {"type": "object"}),)
+    return Context(
+        format="anthropic-messages",
+        messages=tuple(messages),
+        system=(TextPart("You are a coding agent."),),
+        tools=tools,
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_priming_counts_what_counting_one_by_one_counts(
+    cl100k: Tokenizer, monkeypatch: pytest.MonkeyPatch, threads: int
+) -> None:
+    monkeypatch.setattr(_counter, "PRIME_PARALLEL_CHARS", 0)  # threads even on a small context
+    context = _context(60)
+    alone = TokenCounter(cl100k).scoped()
+    expected = [alone.count_message(m) for m in context.messages]
+    primed = TokenCounter(cl100k).scoped()
+
+    encoded = primed.prime([t for m in context.messages for t in _texts(m)], threads=threads)
+
+    assert encoded == len({t for m in context.messages for t in _texts(m) if t})
+    assert primed.encoded_tokens == alone.encoded_tokens
+    spent = primed.encoded_tokens
+    assert [primed.count_message(m) for m in context.messages] == expected
+    assert primed.encoded_tokens == spent  # nothing encoded twice
+
+
+def _texts(message: Message) -> list[str]:
+    out: list[str] = []
+    for part in message.parts:
+        _counter._texts_of(part, out)
+    return out
+
+
+def test_priming_a_context_leaves_nothing_to_encode(
+    cl100k: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_counter, "PRIME_PARALLEL_CHARS", 0)
+    context = _context(40)
+    scope = TokenCounter(cl100k).scoped()
+
+    scope.prime_context(context)
+    spent = scope.encoded_tokens
+    scope.count_system(context.system)
+    scope.count_tools(context.tools)
+    for message in context.messages:
+        scope.count_message(message)
+
+    assert spent > 0
+    assert scope.encoded_tokens == spent
+    assert scope.prime_context(context) == 0  # a second priming finds it all counted
+
+
+def test_priming_fills_the_shared_cache_for_the_next_counter(cl100k: Tokenizer) -> None:
+    cache = TokenCache()
+    TokenCounter(cl100k, cache=cache).prime(["one text", "another text"], threads=2)
+    later = TokenCounter(cl100k, cache=cache)
+
+    later.count_text("one text")
+
+    assert later.encoded_tokens == 0
+
+
+def test_a_failure_in_a_priming_thread_reaches_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_counter, "PRIME_PARALLEL_CHARS", 0)
+
+    class Failing:
+        name = "failing"
+
+        def count(self, text: str) -> int:
+            if text == "bad":
+                raise RuntimeError("cannot encode")
+            return 1
+
+        def encode(self, text: str) -> list[int]:
+            return [1]
+
+    counter = TokenCounter(Failing())  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="cannot encode"):
+        counter.prime(["good", "bad", "fine", "ok"], threads=4)
 
 
 def test_a_scoped_counter_counts_a_repeated_text_once(counter: TokenCounter) -> None:
