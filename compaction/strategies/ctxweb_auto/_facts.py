@@ -44,22 +44,29 @@ _EXTENSIONS = (
 )
 # Every pattern matches within one whitespace-separated token (none matches a space, and each
 # looks around only at characters a space ends), so a text's facts are those of its distinct
-# tokens: see text_facts. Quantifiers are possessive (*+, ++) wherever what follows them can never
-# match what they gave back: the same matches, without the backtracking.
+# tokens: see text_facts. A path starts only where a run of path characters does, and a name
+# where a word does: each of these two patterns captures its fact in its one group, or else
+# takes the whole run or word (an empty group), so a scan steps over a word at once instead of
+# trying every character of it. Quantifiers are possessive (*+, ++) wherever what follows them can
+# never match what they would give back: the same matches, without the backtracking.
 _PATH = re.compile(
-    r"(?<![\w./@+-])(?:~|\.{1,2})?/?(?:[\w.@+-]++/)++[\w.@+-]*+"
-    r"|(?<![\w./@+-])[\w-][\w.-]*\.(?:" + _EXTENSIONS + r")(?![\w])",
+    r"(?<![\w./@+-])(?:("
+    r"(?:~|\.{1,2})?/?(?:[\w.@+-]++/)++[\w.@+-]*+"
+    r"|[\w-][\w.-]*\.(?:" + _EXTENSIONS + r")(?![\w])"
+    r")|[\w./@+-]++)",
     re.IGNORECASE,
 )
 _EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)\b")
 _NAME = re.compile(
-    r"\b[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]++)++_?\b"  # snake_case (and SCREAMING_CASE)
-    r"|\b[a-z][a-z0-9]*+[A-Z][A-Za-z0-9]*+\b"  # camelCase
-    r"|\b[A-Z][a-z0-9]++[A-Z][A-Za-z0-9]*+\b"  # PascalCase with an inner capital
+    r"\b(?:("
+    r"[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]++)++_?\b"  # snake_case (and SCREAMING_CASE)
+    r"|[a-z][a-z0-9]*+[A-Z][A-Za-z0-9]*+\b"  # camelCase
+    r"|[A-Z][a-z0-9]++[A-Z][A-Za-z0-9]*+\b"  # PascalCase with an inner capital
     # a dotted call: os.path.join( -- only from the start of a dotted chain, so a long chain
     # with no call in it is scanned once, not once per segment (quadratic: seconds per 80 KB)
-    r"|(?<![\w.])[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)++(?=\()"
-    r"|\b(?=[0-9]*+[A-Z])(?=[A-Z]*+[0-9])[A-Z0-9]{5,}+\b"  # a code: HAT001, ZFA04Y
+    r"|(?<!\.)[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)++(?=\()"
+    r"|(?=[0-9]*+[A-Z])(?=[A-Z]*+[0-9])[A-Z0-9]{5,}+\b"  # a code: HAT001, ZFA04Y
+    r")|\w++)"
 )
 #: The whitespace-separated tokens that may hold a fact: every match of every pattern above
 #: holds a "/", ".", "_" or a capital letter (one token per line).
@@ -68,8 +75,10 @@ _TRAILING = ".,:;!?'\")]}>`"
 
 
 def _cleaned(found: Iterable[str]) -> list[str]:
+    """The facts ``found`` without trailing punctuation, each once; what is shorter than three
+    characters (the empty captures of what a pattern stepped over) is dropped."""
     out = []
-    for fact in found:
+    for fact in dict.fromkeys(found):
         fact = fact.rstrip(_TRAILING)
         if len(fact) >= 3:
             out.append(fact)
