@@ -145,12 +145,13 @@ def _common_prefix(items: list[Any], previous: ParseMemo) -> int:
     old = previous.raw
     limit = min(len(items), len(old))
     count = 0
-    while count < limit and items[count] == old[count]:
+    # the very objects of the previous parse (a body decoded reusing them) are the same at once
+    while count < limit and (items[count] is old[count] or items[count] == old[count]):
         count += 1
     for index in previous.typed:
         if index >= count:
             break
-        if not _strict_equal(items[index], old[index]):
+        if items[index] is not old[index] and not _strict_equal(items[index], old[index]):
             return index
     return count
 

@@ -17,7 +17,10 @@ in the new messages (:func:`ctxweb.contexts.services.turn_request_parse`), names
 ``checks_messages``: this parser then does not walk them, and looks at the strings of the rest.
 For other views, strings need a look only when the body holds a ``\\u0000`` escape (msgspec
 refuses lone surrogates; the slow path below then names them). Anything msgspec refuses is
-decoded again by :mod:`json`, so every error is the one it always was.
+decoded again by :mod:`json`, so every error is the one it always was. A view with a
+``decode_body(request, raw, decode)`` method decodes the body itself (the turns API: without
+the messages its session's previous body already held,
+:func:`ctxweb.contexts.services.turn_body_decode`).
 """
 
 from __future__ import annotations
@@ -171,11 +174,17 @@ class JsonBodyParser(JSONParser):
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         raw = stream.read() if stream is not None else b""
+        view = (parser_context or {}).get("view")
+        decode_body = getattr(view, "decode_body", None)
         try:
-            data = _DECODER.decode(raw)
+            if decode_body is not None:
+                # the view decodes it, reusing what the previous body of its session repeats
+                data = decode_body((parser_context or {})["request"], raw, _DECODER.decode)
+            else:
+                data = _DECODER.decode(raw)
         except (msgspec.DecodeError, ValueError, RecursionError):  # UnicodeDecodeError too
             return self._parse_slowly(raw)
-        skip = getattr((parser_context or {}).get("view"), "checks_messages", ())
+        skip = getattr(view, "checks_messages", ())
         if skip:
             # the view looks at the strings of its new messages itself; the rest is looked at
             # here (msgspec refuses lone surrogates: only a NUL can be left to find)

@@ -3,6 +3,7 @@ session's turns for the chart, read one turn's messages."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema
@@ -36,6 +37,19 @@ class TurnIngestApi(APIView):
     #: NUL characters once per new message (:func:`services.turn_request_parse`): the body
     #: parser does not walk them.
     checks_messages = ("messages", "input")
+    #: What decoding this request's body learned of it (``decode_body``), for the next turn.
+    body: services.TurnBody | None = None
+
+    def decode_body(self, request: Request, raw: bytes, decode: Callable[[bytes], Any]) -> Any:
+        """The body, decoded without the messages the session's previous body in this process
+        held byte for byte (called by the body parser; raises what ``decode`` raises)."""
+        data, self.body = services.turn_body_decode(
+            project=require_access(request).project,
+            external_id=self.kwargs.get("external_id", ""),
+            raw=raw,
+            decode=decode,
+        )
+        return data
 
     @extend_schema(
         request=TurnIngestInput,
@@ -62,6 +76,7 @@ class TurnIngestApi(APIView):
             external_id=external_id,
             format=body["format"],
             request=body["request"],
+            body=self.body,
         )
         if not body.get("allow_orphans"):
             refuse_orphans(

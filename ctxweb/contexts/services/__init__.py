@@ -17,7 +17,13 @@ This package re-exports ingestion's API, which every interface uses.
 
 from __future__ import annotations
 
-from ctxweb.contexts.services._parsing import FORMATS, turn_orphans, turn_request_parse
+from ctxweb.contexts.services._parsing import (
+    FORMATS,
+    TurnBody,
+    turn_body_decode,
+    turn_orphans,
+    turn_request_parse,
+)
 from ctxweb.contexts.services._recent import as_another_process
 from ctxweb.contexts.services._sessions import session_get_or_create
 from ctxweb.contexts.services.ingest import (
@@ -34,10 +40,12 @@ __all__ = [
     "FORMATS",
     "IngestResult",
     "SessionFormatConflict",
+    "TurnBody",
     "TurnConflict",
     "as_another_process",
     "session_get_or_create",
     "session_id_problem",
+    "turn_body_decode",
     "turn_ingest",
     "turn_orphans",
     "turn_request_parse",

@@ -1,12 +1,13 @@
 """Request parsing: this process's memo of each session's latest parsed request body (a
-bounded LRU), so a turn parses only the messages it does not share with the previous one.
+bounded LRU), so a turn decodes and parses only the messages it does not share with the previous
+one.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,18 +15,31 @@ from compaction.errors import FormatError
 from compaction.messages import FORMATS as FORMATS  # the formats a turn may be sent in
 from compaction.messages import Context
 from compaction.messages.incremental import ParseMemo, parse_incremental
+from compaction.messages.rawbody import BodySpans, decode_reusing, spans_of
 from compaction.turns import ToolScan, tool_scan
 from ctxweb.accounts.models import Project
+
+
+@dataclass(frozen=True)
+class TurnBody:
+    """What :func:`turn_body_decode` learned of a turn's raw body, for
+    :func:`turn_request_parse` to keep: where its messages lie (``None`` when not looked for),
+    and how many turns in a row could not reuse the previous body."""
+
+    spans: BodySpans | None
+    misses: int = 0
 
 
 @dataclass
 class _Parsed:
     """A session's latest parse, and its tool-pair scans: ``base`` covers messages it shares with
-    the parse before (scanned then), ``scan`` all of them once :func:`turn_orphans` ran."""
+    the parse before (scanned then), ``scan`` all of them once :func:`turn_orphans` ran. ``body``
+    is where the parse's messages lie in the raw body they came in, when known."""
 
     memo: ParseMemo
     base: ToolScan | None = None
     scan: ToolScan | None = None
+    body: TurnBody | None = None
 
 
 #: Sessions' latest request bodies as this process parsed them (a bounded LRU), by project id and
@@ -34,11 +48,54 @@ _PARSED: OrderedDict[tuple[int, str], _Parsed] = OrderedDict()
 _PARSED_MAX = 256
 #: The messages the memos may hold in all (each holds its messages' parsed and raw forms).
 _PARSED_MAX_MESSAGES = 200_000
+#: The raw bodies the memos may hold in all, in bytes.
+_PARSED_MAX_BYTES = 256 * 2**20
 _PARSED_LOCK = threading.Lock()
+#: A body smaller than this is decoded whole: reusing its messages saves too little to look for
+#: where they lie.
+BODY_REUSE_MIN_BYTES = 32 * 1024
+
+
+def turn_body_decode(
+    *, project: Project, external_id: str, raw: bytes, decode: Callable[[bytes], Any]
+) -> tuple[Any, TurnBody]:
+    """``decode(raw)`` of a turn's body for session ``external_id``, without decoding again the
+    messages it repeats, byte for byte, from the session's previous body in this process
+    (:func:`compaction.messages.rawbody.decode_reusing`: the result is equal to ``decode(raw)``;
+    the repeated messages are the previous parse's own copies of them). Raises what
+    ``decode(raw)`` raises.
+
+    Returns the data and a :class:`TurnBody` to hand to :func:`turn_request_parse` with the
+    data's ``request``, so the next turn can do the same. Where the messages of a body lie is
+    looked for (a few milliseconds for a megabyte) on a session's first body in this process and
+    after a body that repeated nothing, except for a session whose bodies keep repeating
+    nothing (an agent rewriting its first message every call): then only every sixteenth time.
+    """
+    with _PARSED_LOCK:
+        previous = _PARSED.get((project.pk, external_id))
+    misses = 0
+    if previous is not None and previous.body is not None:
+        spans = previous.body.spans
+        memo = previous.memo
+        if spans is not None and memo.key == spans.path[-1] and len(memo.raw) == len(spans.ends):
+            reused = decode_reusing(raw, spans, memo.raw, decode)
+            if reused is not None:
+                return reused.data, TurnBody(reused.spans)
+        misses = previous.body.misses + 1
+    data = decode(raw)
+    if len(raw) < BODY_REUSE_MIN_BYTES or (misses >= 2 and misses % 16):
+        return data, TurnBody(None, misses)
+    key = "input" if isinstance(data, dict) and data.get("format") == "openai-responses" else None
+    return data, TurnBody(spans_of(raw, ("request", key or "messages")), misses)
 
 
 def turn_request_parse(
-    *, project: Project, external_id: str, format: str, request: Mapping[str, Any]
+    *,
+    project: Project,
+    external_id: str,
+    format: str,
+    request: Mapping[str, Any],
+    body: TurnBody | None = None,
 ) -> Context:
     """Parse the request body of a turn of session ``external_id``, exactly as
     :func:`compaction.messages.parse` does, reusing this process's parse of the session's
@@ -47,6 +104,8 @@ def turn_request_parse(
     Safe whatever the memo holds (another process's turns, a retry, a failed request, another
     format): messages are compared with the previous body's, never assumed. The reused messages
     are the very objects of the previous parse, so :func:`turn_ingest` recognizes them at once.
+    ``body`` is what :func:`turn_body_decode` said of the raw body ``request`` came in: kept for
+    the next turn's decoding.
 
     Raises:
         FormatError: as ``parse``, or for a NUL character in a message the request adds (no
@@ -60,13 +119,24 @@ def turn_request_parse(
     scanned = previous.scan or previous.base if previous is not None else None
     base = scanned if scanned is not None and scanned.count <= memo.reused else None
     with _PARSED_LOCK:
-        _PARSED[key] = _Parsed(memo, base)
+        _PARSED[key] = _Parsed(memo, base, body=body)
         _PARSED.move_to_end(key)
         held = sum(len(p.memo.raw) for p in _PARSED.values())
-        while len(_PARSED) > 1 and (len(_PARSED) > _PARSED_MAX or held > _PARSED_MAX_MESSAGES):
+        held_bytes = sum(_body_bytes(p) for p in _PARSED.values())
+        while len(_PARSED) > 1 and (
+            len(_PARSED) > _PARSED_MAX
+            or held > _PARSED_MAX_MESSAGES
+            or held_bytes > _PARSED_MAX_BYTES
+        ):
             _, dropped = _PARSED.popitem(last=False)
             held -= len(dropped.memo.raw)
+            held_bytes -= _body_bytes(dropped)
     return context
+
+
+def _body_bytes(parsed: _Parsed) -> int:
+    spans = parsed.body.spans if parsed.body is not None else None
+    return len(spans.raw) if spans is not None else 0
 
 
 def refuse_nul(memo: ParseMemo) -> None:

@@ -1,0 +1,143 @@
+"""A turn's body is decoded without the messages its session's previous body held byte for byte
+(``services.turn_body_decode``): what is stored is what decoding and parsing the whole body
+gives, and every bad-input answer is the one a fresh session gets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from compaction.messages import parse
+from compaction.messages import rawbody as rawbody_module
+from ctxweb.contexts import selectors
+from ctxweb.contexts.models import Message, Turn
+from tests.support.world import World
+
+pytestmark = pytest.mark.django_db
+
+SYSTEM = {"role": "system", "content": "You are a careful coding agent."}
+
+
+def messages(turns: int) -> list[dict[str, Any]]:
+    """An agent's messages after ``turns`` calls, each output large enough (the bodies pass the
+    size below which nothing is reused)."""
+    out: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "Read every file."}]
+    for n in range(turns):
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "read", "arguments": json.dumps({"path": f"src/m{n}.py"})},
+        }
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        out.append({"role": "tool", "tool_call_id": f"call_{n}", "content": f"line {n} é\n" * 3500})
+    return out
+
+
+def body(turns: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "format": "openai-chat",
+        "turn_id": f"turn-{turns}",  # before the request, and new every call
+        "request": {"model": "gpt-4o", "messages": messages(turns)},
+        **extra,
+    }
+
+
+def send(client: Any, external_id: str, raw: bytes) -> Any:
+    return client.post(
+        f"/api/v1/sessions/{external_id}/turns", data=raw, content_type="application/json"
+    )
+
+
+@pytest.fixture
+def reuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each reusing decode took from the previous body."""
+    counts: list[int] = []
+    original = rawbody_module.decode_reusing
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        reused = original(*args, **kwargs)
+        counts.append(reused.count if reused is not None else 0)
+        return reused
+
+    monkeypatch.setattr("ctxweb.contexts.services._parsing.decode_reusing", spy)
+    return counts
+
+
+def stored_messages(world: World, external_id: str) -> tuple[Any, ...]:
+    session = selectors.session_get(project=world.project, external_id=external_id)
+    assert session is not None
+    turn = Turn.objects.filter(session=session).order_by("-index").first()
+    assert turn is not None
+    ids = selectors.turn_message_ids(session=session, index=turn.index)
+    rows = Message.objects.in_bulk(set(ids))
+    return selectors.turn_context(turn=turn, rows=[rows[i] for i in ids]).messages
+
+
+def test_a_growing_conversation_decodes_only_its_new_messages(
+    world: World, reuses: list[int]
+) -> None:
+    client = world.api(world.ingest_key)
+    for turns in range(1, 6):
+        sent = body(turns)
+        response = send(client, "grow", json.dumps(sent).encode())
+        assert response.status_code == 201, response.content
+        expected = parse("openai-chat", sent["request"]).messages
+        assert stored_messages(world, "grow") == expected
+
+    # each body after the first took every message of the one before from it
+    assert reuses == [2 * t + 2 for t in range(1, 5)]
+
+
+def test_a_retry_of_the_same_body_is_the_same_turn(world: World, reuses: list[int]) -> None:
+    client = world.api(world.ingest_key)
+    raw = json.dumps(body(3)).encode()
+    first = send(client, "retry", raw)
+    again = send(client, "retry", raw)
+    assert first.status_code == 201
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "events": again.json()["events"]}
+    assert reuses == [8]
+
+
+@pytest.mark.parametrize(
+    ("broken", "field"),
+    [
+        (lambda raw: raw[:-40] + b'"unterminated', "body"),
+        (lambda raw: raw.replace(b"line 3 ", b"line 3 \\u0000", 1), "messages.9.content"),
+        (lambda raw: raw.replace(b'"tool_call_id": "call_3"', b'"tool_call_id": 7', 1), None),
+    ],
+)
+def test_a_bad_new_message_is_refused_as_a_fresh_session_refuses_it(
+    world: World, broken: Any, field: str | None
+) -> None:
+    client = world.api(world.ingest_key)
+    assert send(client, "s", json.dumps(body(3)).encode()).status_code == 201
+    before = Message.objects.count(), Turn.objects.count()
+    bad = broken(json.dumps(body(4)).encode())
+
+    refused = send(client, "s", bad)
+    fresh = send(client, "fresh", bad)
+
+    assert refused.status_code == fresh.status_code == 400
+    assert refused.json()["error"]["fields"] == fresh.json()["error"]["fields"]
+    if field is not None:
+        assert field in refused.json()["error"]["fields"]
+    assert (Message.objects.count(), Turn.objects.count()) == before
+
+
+def test_a_second_request_key_after_the_messages_is_read_as_a_decoder_reads_it(
+    world: World, reuses: list[int]
+) -> None:
+    """Of two ``request`` keys, JSON decoders take the last: so does the stored turn."""
+    client = world.api(world.ingest_key)
+    assert send(client, "dup", json.dumps(body(3)).encode()).status_code == 201
+    last = {"model": "gpt-4o", "messages": messages(1)}
+    raw = json.dumps(body(4))[:-1] + ', "request": ' + json.dumps(last) + "}"
+
+    response = send(client, "dup", raw.encode())
+
+    assert response.status_code == 201, response.content
+    assert stored_messages(world, "dup") == parse("openai-chat", last).messages
+    assert reuses == [0]  # nothing reused: the whole body was decoded
