@@ -38,12 +38,12 @@ class TurnIngestApi(APIView):
     #: parser does not walk them.
     checks_messages = ("messages", "input")
     #: What decoding this request's body learned of it (``decode_body``), for the next turn.
-    body: services.TurnBody | None = None
+    raw_body: services.TurnBody | None = None
 
     def decode_body(self, request: Request, raw: bytes, decode: Callable[[bytes], Any]) -> Any:
         """The body, decoded without the messages the session's previous body in this process
         held byte for byte (called by the body parser; raises what ``decode`` raises)."""
-        data, self.body = services.turn_body_decode(
+        data, self.raw_body = services.turn_body_decode(
             project=require_access(request).project,
             external_id=self.kwargs.get("external_id", ""),
             raw=raw,
@@ -76,7 +76,7 @@ class TurnIngestApi(APIView):
             external_id=external_id,
             format=body["format"],
             request=body["request"],
-            body=self.body,
+            body=self.raw_body,
         )
         if not body.get("allow_orphans"):
             refuse_orphans(

@@ -49,7 +49,7 @@ _PARSED_MAX = 256
 #: The messages the memos may hold in all (each holds its messages' parsed and raw forms).
 _PARSED_MAX_MESSAGES = 200_000
 #: The raw bodies the memos may hold in all, in bytes.
-_PARSED_MAX_BYTES = 256 * 2**20
+_PARSED_MAX_BYTES = 128 * 2**20
 _PARSED_LOCK = threading.Lock()
 #: A body smaller than this is decoded whole: reusing its messages saves too little to look for
 #: where they lie.

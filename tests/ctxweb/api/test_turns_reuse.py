@@ -141,3 +141,27 @@ def test_a_second_request_key_after_the_messages_is_read_as_a_decoder_reads_it(
     assert response.status_code == 201, response.content
     assert stored_messages(world, "dup") == parse("openai-chat", last).messages
     assert reuses == [0]  # nothing reused: the whole body was decoded
+
+
+def test_an_agent_rewriting_its_first_message_is_not_searched_every_turn(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body that repeats nothing of the previous one costs the look for where its messages
+    lie only now and then (it cannot be reused anyway)."""
+    searched: list[int] = []
+    original = rawbody_module.spans_of
+
+    def spy(raw: bytes, path: tuple[str, ...]) -> Any:
+        searched.append(len(raw))
+        return original(raw, path)
+
+    monkeypatch.setattr("ctxweb.contexts.services._parsing.spans_of", spy)
+    client = world.api(world.ingest_key)
+    for turn in range(18):
+        sent = body(2, turn_id=f"clock-{turn}")
+        sent["request"]["messages"][0] = {"role": "system", "content": f"It is 10:{turn:02}."}
+        assert send(client, "clock", json.dumps(sent).encode()).status_code in (200, 201)
+        assert stored_messages(world, "clock") == parse("openai-chat", sent["request"]).messages
+
+    # the first body, the first miss, then every sixteenth miss
+    assert len(searched) == 3
