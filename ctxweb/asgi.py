@@ -20,7 +20,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_guards  # noqa: E402
 from ctxweb.proxy.app import ProxyApplication  # noqa: E402
-from ctxweb.serving import ThreadedDjangoApplication  # noqa: E402
+from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication  # noqa: E402
 
 daphne_guards()
 
@@ -47,4 +47,4 @@ application = ProtocolTypeRouter(
 # parsed request and latest turn in memory, so its full collections grew with the sessions it
 # serves and stopped every thread while they ran (bench/load.py, docs/benchmarks.md).
 gc.freeze()
-gc.set_threshold(700, 10, 100)
+gc.set_threshold(*GC_THRESHOLDS)

@@ -42,6 +42,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Coroutine[Any, Any, None]]
 Headers = list[tuple[bytes, bytes]]
 
+#: The cyclic garbage collector's thresholds in a web process (:mod:`ctxweb.asgi`): a full
+#: collection waits for 100 collections of the middle generation instead of 10.
+GC_THRESHOLDS = (700, 10, 100)
+
 _FAILED = (
     500,
     [(b"content-type", b"text/plain; charset=utf-8")],
