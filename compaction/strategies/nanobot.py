@@ -15,8 +15,12 @@ from typing import Any
 from compaction.messages.model import Message
 from compaction.strategies.base import Draft, Param, Strategy
 from compaction.summarizers import Summarizer
-from compaction.tokens import get_tokenizer
-from compaction.tokens.estimators import nanobot_message_tokens
+from compaction.tokens import TokenCounter, get_tokenizer
+from compaction.tokens.estimators import (
+    nanobot_message_tokens,
+    nanobot_payload_tokens,
+    nanobot_payloads,
+)
 from compaction.turns import find_legal_start, is_user_turn_start
 
 __all__ = ["NanobotTrim", "clamp_budget", "fallback_tokens", "trim_history_for_budget"]
@@ -33,21 +37,42 @@ def fallback_tokens(message: Message) -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def _cl100k_estimate() -> Callable[[Message], int]:
-    tokenizer = get_tokenizer("cl100k_base")
-    count = functools.lru_cache(maxsize=65_536)(tokenizer.count)
+def _cl100k_estimate() -> _Cl100k:
+    """nanobot's tokenizer, cl100k_base, its counts kept by content for the process."""
+    return _Cl100k(TokenCounter(get_tokenizer("cl100k_base")))
 
-    class _Cached:
-        name = tokenizer.name
 
-        def count(self, text: str) -> int:
-            return count(text)
+class _Cl100k:
+    """cl100k through a :class:`TokenCounter` (its cache: each payload encoded once per process),
+    as the ``tokenizer`` nanobot's estimator takes."""
 
-        def encode(self, text: str) -> list[int]:
-            return tokenizer.encode(text)
+    name = "cl100k_base"
 
-    cached = _Cached()
-    return lambda message: nanobot_message_tokens(message, cached)
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def count(self, text: str) -> int:
+        return self.counter.count_text(text)
+
+    def encode(self, text: str) -> list[int]:
+        return self.counter.tokenizer.encode(text)
+
+    def __call__(self, message: Message) -> int:
+        return nanobot_message_tokens(message, self)
+
+    def estimates(self, messages: Sequence[Message]) -> Callable[[Message], int]:
+        """The estimate of each of ``messages``, their payloads encoded at once, on every core
+        (:meth:`TokenCounter.prime`); another message is estimated when asked."""
+        payloads = {id(m): (m, nanobot_payloads(m)) for m in messages}
+        self.counter.prime([p for _, found in payloads.values() for p in found])
+
+        def estimate(message: Message) -> int:
+            known = payloads.get(id(message))
+            if known is None or known[0] is not message:
+                return self(message)
+            return nanobot_payload_tokens(known[1], self)
+
+        return estimate
 
 
 def _dropped(
@@ -141,10 +166,12 @@ class NanobotTrim(Strategy):
         starts = [i for i, m in enumerate(messages) if is_user_turn_start(m)]
         if not starts:
             return
-        estimate = _cl100k_estimate() if params["estimator"] == "tiktoken" else fallback_tokens
         sentinel = [Message("system", ())] if offset == 0 else []
         view = [*sentinel, *messages]
         turn_start = starts[-1] + len(sentinel)
+        estimate: Callable[[Message], int] = fallback_tokens
+        if params["estimator"] == "tiktoken":
+            estimate = _cl100k_estimate().estimates(view[1:turn_start])
         dropped = _dropped(
             view, turn_start, params["iteration"], clamp_budget(params["budget"]), estimate
         )

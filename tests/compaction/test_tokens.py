@@ -116,6 +116,8 @@ def test_the_estimators_api_is_pinned() -> None:
             "llm4s_conversation_tokens",
             "llm4s_message_tokens",
             "nanobot_message_tokens",
+            "nanobot_payload_tokens",
+            "nanobot_payloads",
             "picoclaw_message_tokens",
             "picoclaw_tooldefs_tokens",
         ]

@@ -38,7 +38,12 @@ from compaction.tokens.estimators._llm4s import (
     llm4s_conversation_tokens,
     llm4s_message_tokens,
 )
-from compaction.tokens.estimators._nanobot import NANOBOT_MIN_TOKENS, nanobot_message_tokens
+from compaction.tokens.estimators._nanobot import (
+    NANOBOT_MIN_TOKENS,
+    nanobot_message_tokens,
+    nanobot_payload_tokens,
+    nanobot_payloads,
+)
 from compaction.tokens.estimators._picoclaw import (
     PICOCLAW_MEDIA_TOKENS,
     PICOCLAW_MESSAGE_OVERHEAD_CHARS,
@@ -69,6 +74,8 @@ __all__ = [
     "llm4s_conversation_tokens",
     "llm4s_message_tokens",
     "nanobot_message_tokens",
+    "nanobot_payload_tokens",
+    "nanobot_payloads",
     "picoclaw_message_tokens",
     "picoclaw_tooldefs_tokens",
 ]

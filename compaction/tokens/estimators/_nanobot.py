@@ -5,7 +5,7 @@ dumps it, through cl100k, with a floor and per-message overhead of 4.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.messages.model import MediaPart, Message, Part, TextPart
@@ -87,6 +87,31 @@ def _nanobot_payload(body: Mapping[str, Any]) -> str:
     return "\n".join(pieces)
 
 
+def nanobot_payloads(message: Message) -> list[str]:
+    """The payloads nanobot encodes for ``message``: one per seed message it maps to (a message
+    with tool results is several), as :func:`nanobot_message_tokens` counts them.
+
+    Example:
+        >>> nanobot_payloads(Message(role="user", parts=(TextPart("hello world"),)))
+        ['hello world']
+    """
+    return [_nanobot_payload(_chat_dict(seed)) for seed in _seed_messages(message)]
+
+
+def nanobot_payload_tokens(payloads: Sequence[str], tokenizer: Tokenizer | None) -> int:
+    """nanobot's estimate of the seed messages whose payloads are ``payloads``: 4 for an empty
+    one, else ``max(4, tokens + 4)``; with no tokenizer, ``max(4, len(payload)//4 + 4)``."""
+    total = 0
+    for payload in payloads:
+        if not payload:
+            total += NANOBOT_MIN_TOKENS
+        elif tokenizer is None:
+            total += max(NANOBOT_MIN_TOKENS, len(payload) // 4 + NANOBOT_MIN_TOKENS)
+        else:
+            total += max(NANOBOT_MIN_TOKENS, tokenizer.count(payload) + NANOBOT_MIN_TOKENS)
+    return total
+
+
 def nanobot_message_tokens(message: Message, tokenizer: Tokenizer | None) -> int:
     """nanobot's ``estimate_message_tokens``.
 
@@ -106,13 +131,4 @@ def nanobot_message_tokens(message: Message, tokenizer: Tokenizer | None) -> int
         ...                        get_tokenizer("cl100k_base"))
         6
     """
-    total = 0
-    for seed in _seed_messages(message):
-        payload = _nanobot_payload(_chat_dict(seed))
-        if not payload:
-            total += NANOBOT_MIN_TOKENS
-        elif tokenizer is None:
-            total += max(NANOBOT_MIN_TOKENS, len(payload) // 4 + NANOBOT_MIN_TOKENS)
-        else:
-            total += max(NANOBOT_MIN_TOKENS, tokenizer.count(payload) + NANOBOT_MIN_TOKENS)
-    return total
+    return nanobot_payload_tokens(nanobot_payloads(message), tokenizer)

@@ -87,3 +87,29 @@ def test_strategy_trims_old_history(counter):
     plan = get_strategy("nanobot-trim").plan(context, {"budget": 500}, counter=counter)
     assert [m.text for m in plan.context.messages] == ["You are a bot.", "current"]
     assert {e.kind for e in plan.edits} == {"drop"}
+
+
+def test_a_history_estimated_at_once_counts_as_each_message_alone(monkeypatch):
+    """The cl100k estimates of a whole history, its payloads encoded on every core, are nanobot's
+    ``estimate_message_tokens`` of each message (tool results, calls and reasoning included)."""
+    from compaction.messages.model import Message, ReasoningPart, TextPart, ToolResultPart
+    from compaction.strategies import nanobot
+    from compaction.tokens import _counter, get_tokenizer
+    from compaction.tokens.estimators import nanobot_message_tokens
+
+    monkeypatch.setattr(_counter, "PRIME_PARALLEL_CHARS", 0)
+    nanobot._cl100k_estimate.cache_clear()
+    results = Message(
+        "user",
+        (
+            ToolResultPart("c1", (TextPart("out one " * 50),)),
+            ToolResultPart("c2", (TextPart("out two " * 70),)),
+        ),
+    )
+    thinking = Message("assistant", (ReasoningPart("think " * 30), TextPart("answer")))
+    history = [u(f"question {k} " * (k + 1)) for k in range(30)] + [call(7), results, thinking]
+    estimate = nanobot._cl100k_estimate().estimates(history)
+    cl100k = get_tokenizer("cl100k_base")
+    assert [estimate(m) for m in history] == [nanobot_message_tokens(m, cl100k) for m in history]
+    other = u("not in the history")
+    assert estimate(other) == nanobot_message_tokens(other, cl100k)
