@@ -165,3 +165,40 @@ def test_an_agent_rewriting_its_first_message_is_not_searched_every_turn(
 
     # the first body, the first miss, then every sixteenth miss
     assert len(searched) == 3
+
+
+def anthropic_body(turns: int) -> dict[str, Any]:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+    for n in range(turns):
+        use = {"type": "tool_use", "id": f"tu_{n}", "name": "read", "input": {"path": f"m{n}.py"}}
+        result = {"type": "tool_result", "tool_use_id": f"tu_{n}", "content": f"x {n}\n" * 8000}
+        history += [
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ]
+    request = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": f"Turn {turns}."}
+    return {"format": "anthropic-messages", "request": {**request, "messages": history}}
+
+
+def responses_body(turns: int) -> dict[str, Any]:
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+    for n in range(turns):
+        items += [
+            {"type": "function_call", "call_id": f"fc_{n}", "name": "read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"fc_{n}", "output": f"y {n}\n" * 8000},
+        ]
+    return {"format": "openai-responses", "request": {"model": "gpt-5", "input": items}}
+
+
+@pytest.mark.parametrize("make", [anthropic_body, responses_body])
+def test_every_format_reuses_its_message_list(world: World, reuses: list[int], make: Any) -> None:
+    """Anthropic's ``messages`` under a system prompt that changes every call; Responses'
+    ``input``."""
+    client = world.api(world.ingest_key)
+    for turns in range(1, 5):
+        sent = make(turns)
+        response = send(client, f"fmt-{sent['format']}", json.dumps(sent).encode())
+        assert response.status_code == 201, response.content
+        expected = parse(sent["format"], sent["request"]).messages
+        assert stored_messages(world, f"fmt-{sent['format']}") == expected
+    assert reuses == [3, 5, 7]
