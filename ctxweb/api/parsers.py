@@ -123,20 +123,23 @@ def check_body(
     strings: bool = True,
     skip: Collection[str] = (),
     surrogates: bool = True,
+    known: Collection[str] = (),
 ) -> None:
     """Refuse nesting deeper than ``limit`` and, with ``strings``, keys or strings that a database
     cannot store (a NUL; a lone surrogate unless ``surrogates`` is off, for a body a decoder
     that refuses them already read). Iterative: a deep body cannot exhaust the stack here.
 
     ``skip`` names lists of the top-level ``request`` object (``messages``) that are not walked:
-    the caller checks them itself."""
+    the caller checks them itself. ``known`` names keys of ``request`` whose values are not walked
+    at all: the caller knows them checked (a previous body's, equal)."""
     stack: list[tuple[Any, list[str | int]]] = [(data, [])]
-    if skip and isinstance(data, Mapping) and isinstance(data.get("request"), Mapping):
+    if (skip or known) and isinstance(data, Mapping) and isinstance(data.get("request"), Mapping):
         request = data["request"]
         stack = [(v, [k]) for k, v in data.items() if k != "request"]
-        stack.append(({k: v for k, v in request.items() if k not in skip}, ["request"]))
+        walked = {k: v for k, v in request.items() if k not in known}
+        stack.append(({k: v for k, v in walked.items() if k not in skip}, ["request"]))
         stack += [
-            (v, ["request", k]) for k, v in request.items() if k in skip and type(v) is not list
+            (v, ["request", k]) for k, v in walked.items() if k in skip and type(v) is not list
         ]
     while stack:
         node, path = stack.pop()
@@ -187,8 +190,11 @@ class JsonBodyParser(JSONParser):
         skip = getattr(view, "checks_messages", ())
         if skip:
             # the view looks at the strings of its new messages itself; the rest is looked at
-            # here (msgspec refuses lone surrogates: only a NUL can be left to find)
-            check_body(data, strings=True, skip=skip, surrogates=False)
+            # here (msgspec refuses lone surrogates: only a NUL can be left to find), but for
+            # what the view knows checked already (tools and system prompt its session's
+            # previous body sent, equal: a coding agent's tools are tens of KB every call)
+            known = getattr(view, "checked_before", lambda: ())()
+            check_body(data, strings=True, skip=skip, surrogates=False, known=known)
         elif b"\\u0000" in raw:  # a NUL somewhere: every string is looked at
             check_body(data, strings=True)
         else:

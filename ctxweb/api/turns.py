@@ -24,6 +24,7 @@ from ctxweb.shapes import TurnOutput, shape_secrets
 
 if TYPE_CHECKING:
     from compaction.messages import Context
+    from ctxweb.accounts.access import Access
     from ctxweb.accounts.models import Project
 
 #: The longest session id: the column's length.
@@ -36,20 +37,29 @@ class TurnIngestApi(APIView):
     #: The request's message lists are depth-checked by the format parsers and searched for
     #: NUL characters once per new message (:func:`services.turn_request_parse`): the body
     #: parser does not walk them.
-    checks_messages = ("messages", "input")
+    checks_messages = services.MESSAGE_KEYS
     #: What decoding this request's body learned of it (``decode_body``), for the next turn.
     raw_body: services.TurnBody | None = None
+    #: The request's access, once ``post`` has it (the body is decoded after).
+    access: Access | None = None
 
     def decode_body(self, request: Request, raw: bytes, decode: Callable[[bytes], Any]) -> Any:
         """The body, decoded without the messages the session's previous body in this process
         held byte for byte (called by the body parser; raises what ``decode`` raises)."""
+        access = self.access or require_access(request)
         data, self.raw_body = services.turn_body_decode(
-            project=require_access(request).project,
+            project=access.project,
             external_id=self.kwargs.get("external_id", ""),
             raw=raw,
             decode=decode,
         )
         return data
+
+    def checked_before(self) -> tuple[str, ...]:
+        """The keys of this body's ``request`` (tools, system prompt...) whose values equal what
+        the session's previous body in this process sent, checked then: the parser does not
+        walk them again."""
+        return self.raw_body.checked if self.raw_body is not None else ()
 
     @extend_schema(
         request=TurnIngestInput,
@@ -57,7 +67,7 @@ class TurnIngestApi(APIView):
         examples=[example("turn")],
     )
     def post(self, request: Request, external_id: str) -> Response:
-        access = require_access(request)
+        access = self.access = require_access(request)
         require_writer(access)
         if not isinstance(request.data, dict):
             raise ApiError(

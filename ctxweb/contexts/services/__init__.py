@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ctxweb.contexts.services._parsing import (
     FORMATS,
+    MESSAGE_KEYS,
     TurnBody,
     turn_body_decode,
     turn_orphans,
@@ -38,6 +39,7 @@ from ctxweb.contexts.services.ingest import (
 __all__ = [
     "COMPACTION_DROP",
     "FORMATS",
+    "MESSAGE_KEYS",
     "IngestResult",
     "SessionFormatConflict",
     "TurnBody",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from compaction.errors import FormatError
@@ -24,10 +24,17 @@ from ctxweb.accounts.models import Project
 class TurnBody:
     """What :func:`turn_body_decode` learned of a turn's raw body, for
     :func:`turn_request_parse` to keep: where its messages lie (``None`` when not looked for),
-    and how many turns in a row could not reuse the previous body."""
+    how many turns in a row could not reuse the previous body, and which keys of its request
+    other than the messages hold what the session's previous body held (``checked``: their
+    values were checked then, the body parser need not walk them again).
+
+    ``rest`` is set by :func:`turn_request_parse`: the request's values other than its messages,
+    which the body parser checked (the next body's ``checked`` compares with them)."""
 
     spans: BodySpans | None
     misses: int = 0
+    checked: tuple[str, ...] = ()
+    rest: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -51,6 +58,9 @@ _PARSED_MAX_MESSAGES = 200_000
 #: The raw bodies the memos may hold in all, in bytes.
 _PARSED_MAX_BYTES = 128 * 2**20
 _PARSED_LOCK = threading.Lock()
+#: The keys of a request that hold its messages (``input`` in Responses): checked message by
+#: message as they arrive (:func:`turn_request_parse`), not by the body parser.
+MESSAGE_KEYS = ("messages", "input")
 #: A body smaller than this is decoded whole: reusing its messages saves too little to look for
 #: where they lie.
 BODY_REUSE_MIN_BYTES = 32 * 1024
@@ -73,20 +83,32 @@ def turn_body_decode(
     """
     with _PARSED_LOCK:
         previous = _PARSED.get((project.pk, external_id))
+    before = previous.body if previous is not None else None
     misses = 0
-    if previous is not None and previous.body is not None:
-        spans = previous.body.spans
-        memo = previous.memo
+    if before is not None:
+        spans = before.spans
+        memo = previous.memo  # type: ignore[union-attr]
         if spans is not None and memo.key == spans.path[-1] and len(memo.raw) == len(spans.ends):
             reused = decode_reusing(raw, spans, memo.raw, decode)
             if reused is not None:
-                return reused.data, TurnBody(reused.spans)
-        misses = previous.body.misses + 1
+                return reused.data, TurnBody(reused.spans, checked=_same(reused.data, before))
+        misses = before.misses + 1
     data = decode(raw)
+    checked = _same(data, before) if before is not None else ()
     if len(raw) < BODY_REUSE_MIN_BYTES or (misses >= 2 and misses % 16):
-        return data, TurnBody(None, misses)
+        return data, TurnBody(None, misses, checked)
     key = "input" if isinstance(data, dict) and data.get("format") == "openai-responses" else None
-    return data, TurnBody(spans_of(raw, ("request", key or "messages")), misses)
+    return data, TurnBody(spans_of(raw, ("request", key or "messages")), misses, checked)
+
+
+def _same(data: Any, before: TurnBody) -> tuple[str, ...]:
+    """The keys of ``data``'s request whose values equal the previous body's checked ones (equal
+    JSON values nest as deep and hold the same strings: checked alike)."""
+    request = data.get("request") if isinstance(data, dict) else None
+    if not isinstance(request, dict) or not before.rest:
+        return ()
+    rest = before.rest
+    return tuple(k for k, v in request.items() if k in rest and rest[k] == v)
 
 
 def turn_request_parse(
@@ -119,6 +141,9 @@ def turn_request_parse(
     scanned = previous.scan or previous.base if previous is not None else None
     base = scanned if scanned is not None and scanned.count <= memo.reused else None
     with _PARSED_LOCK:
+        if body is not None:  # what the body parser checked, for the next body to compare
+            rest = {k: v for k, v in request.items() if k not in MESSAGE_KEYS}
+            body = replace(body, rest=rest)
         _PARSED[key] = _Parsed(memo, base, body=body)
         _PARSED.move_to_end(key)
         held = sum(len(p.memo.raw) for p in _PARSED.values())

@@ -11,6 +11,7 @@ import pytest
 
 from compaction.messages import parse
 from compaction.messages import rawbody as rawbody_module
+from compaction.messages import render as render_request
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Message, Turn
 from tests.support.world import World
@@ -202,3 +203,71 @@ def test_every_format_reuses_its_message_list(world: World, reuses: list[int], m
         expected = parse(sent["format"], sent["request"]).messages
         assert stored_messages(world, f"fmt-{sent['format']}") == expected
     assert reuses == [3, 5, 7]
+
+
+def test_tools_the_previous_body_sent_are_not_walked_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coding agent sends tens of KB of tool definitions with every call: checked once, then
+    known by equality; changed tools are checked again (a NUL in them still refused)."""
+    from ctxweb.api import parsers
+
+    known: list[tuple[str, ...]] = []
+    original = parsers.check_body
+
+    def spy(data: Any, **kwargs: Any) -> None:
+        known.append(tuple(sorted(kwargs.get("known", ()))))
+        original(data, **kwargs)
+
+    monkeypatch.setattr(parsers, "check_body", spy)
+    tools = [
+        {"type": "function", "function": {"name": f"t{k}", "parameters": {"type": "object"}}}
+        for k in range(30)
+    ]
+    client = world.api(world.ingest_key)
+    for turns in (1, 2):
+        sent = body(turns)
+        sent["request"]["tools"] = tools
+        assert send(client, "tools", json.dumps(sent).encode()).status_code == 201
+    before = Message.objects.count(), Turn.objects.count()
+    changed = body(3)
+    changed["request"]["tools"] = [*tools, {"type": "function", "function": {"name": "a\x00b"}}]
+
+    refused = send(client, "tools", json.dumps(changed).encode())
+
+    assert known == [(), ("model", "tools"), ("model",)]
+    assert refused.status_code == 400
+    assert "tools.30.function.name" in refused.json()["error"]["fields"]
+    assert (Message.objects.count(), Turn.objects.count()) == before
+
+
+def test_a_real_agent_session_posted_turn_by_turn(world: World, transcripts: Any) -> None:
+    """The requests a real Claude Code session sent, as an agent posts them: every turn stored
+    as a whole parse of its body gives, most of them decoded without their repeated messages."""
+    from compaction.transcripts import parse_transcript
+
+    counts: list[int] = []
+    original = rawbody_module.decode_reusing
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        reused = original(*args, **kwargs)
+        counts.append(reused.count if reused is not None else 0)
+        return reused
+
+    path = max((transcripts / "claude-code").rglob("*.jsonl"), key=lambda p: p.stat().st_size)
+    session = max(parse_transcript(path.read_bytes(), name=path.name), key=lambda s: len(s.turns))
+    client = world.api(world.ingest_key)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("ctxweb.contexts.services._parsing.decode_reusing", spy)
+        for index, turn in enumerate(session.turns[:60]):
+            request = render_request(turn.context)
+            sent = {
+                "format": session.format,
+                "request": request,
+                "turn_id": f"t{index}",
+                "allow_orphans": True,  # a transcript's turn may end on a call
+            }
+            response = send(client, "real", json.dumps(sent).encode())
+            assert response.status_code in (200, 201), response.content[:300]
+            assert stored_messages(world, "real") == parse(session.format, request).messages
+    assert sum(1 for c in counts if c) >= len(counts) // 2 > 0
