@@ -30,8 +30,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
+
+import msgspec
 
 from compaction.errors import FormatError
 from compaction.messages import anthropic, openai_chat, openai_responses, parse
@@ -73,6 +75,9 @@ class ParseMemo:
         reused: how many leading messages of this request were taken from the previous memo.
         key: the request's key that holds ``raw`` (``messages``, or ``input``); empty when the
             request had no list of messages.
+        checked: the request's other objects and arrays (tools, a system prompt's blocks) by
+            key, as their compact JSON: the next request's equal ones are not depth-checked again
+            (an agent sends tens of KB of tool definitions with every call).
     """
 
     format: str
@@ -81,6 +86,7 @@ class ParseMemo:
     typed: tuple[int, ...] = ()
     reused: int = 0
     key: str = ""
+    checked: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def parse_incremental(
@@ -119,9 +125,16 @@ def _parse(
     items = req.get(adapter.key)
     if not isinstance(items, list):  # no list of messages (a Responses string input, an error)
         return parse(format, request), ParseMemo(format)
+    checked: dict[str, bytes] = {}
+    before = previous.checked if previous is not None else {}
     for key, value in req.items():
-        if key != adapter.key:
+        if key == adapter.key:
+            continue
+        mark = _fingerprint(value)
+        if mark is None or before.get(key) != mark:  # the same value was checked last time
             check_depth(value, key, MAX_DEPTH - 1)
+        if mark is not None:
+            checked[key] = mark
     reused = 0
     if previous is not None and previous.format == format:
         reused = _common_prefix(items, previous)
@@ -136,7 +149,7 @@ def _parse(
         if not plain:
             typed.append(index)
     parsed = tuple(messages)
-    memo = ParseMemo(format, tuple(raw), parsed, tuple(typed), reused, adapter.key)
+    memo = ParseMemo(format, tuple(raw), parsed, tuple(typed), reused, adapter.key, checked)
     return adapter.build(req, parsed), memo
 
 
@@ -154,6 +167,17 @@ def _common_prefix(items: list[Any], previous: ParseMemo) -> int:
         if items[index] is not old[index] and not _strict_equal(items[index], old[index]):
             return index
     return count
+
+
+def _fingerprint(value: object) -> bytes | None:
+    """An object's or array's compact JSON (bytes: what a later call changes in the request
+    cannot change it), or None for anything else, or what does not encode (too deep)."""
+    if not isinstance(value, dict | list):
+        return None
+    try:
+        return msgspec.json.encode(value)
+    except (TypeError, ValueError, RecursionError, msgspec.EncodeError):
+        return None
 
 
 def _strict_equal(a: object, b: object) -> bool:

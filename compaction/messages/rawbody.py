@@ -53,6 +53,11 @@ _SCALAR: Final = re.compile(rb"[^ \t\n\r,\]}]+")
 _ESCAPED_KEY: Final = re.compile(rb'\\u[0-9a-fA-F]{4}[^"\\]*+"[ \t\n\r]*+:')
 
 
+#: The members before the array at each level of its path: key (as written, quotes and all)
+#: -> the offsets of its value in the body.
+Members = tuple[dict[bytes, tuple[int, int]], ...]
+
+
 @dataclass(frozen=True, eq=False)
 class BodySpans:
     """Where the elements of the array at ``path`` lie in ``raw``.
@@ -62,12 +67,15 @@ class BodySpans:
         path: the keys of nested objects from the body's root to the array.
         start: the offset just after the array's ``[``.
         ends: the offset just after each element, in order, from ``start``.
+        members: at each level of the path, the members before its key (key as written ->
+            offsets of the value), so the next body steps over those it repeats at once.
     """
 
     raw: bytes
     path: tuple[str, ...]
     start: int
     ends: tuple[int, ...]
+    members: Members = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +120,10 @@ def spans_of(raw: bytes, path: tuple[str, ...]) -> BodySpans | None:
             return None  # pragma: no cover  (the array's own bytes, element after element)
         position = begin + len(data)
         ends.append(position - at - 1)
-    return BodySpans(raw, path, at + 1, tuple(ends))
+    start, members = _locate(raw, path)
+    if start != at + 1:
+        return None  # the array a decoder reads is not the first one on the path
+    return BodySpans(raw, path, at + 1, tuple(ends), members)
 
 
 def decode_reusing(
@@ -130,7 +141,7 @@ def decode_reusing(
     ends = previous.ends
     if not ends or len(items) < len(ends):
         return None
-    start = _locate(raw, previous.path)
+    start, members = _locate(raw, previous.path, previous)
     if start < 0:
         return None
     old = memoryview(previous.raw)[previous.start :]
@@ -158,7 +169,8 @@ def decode_reusing(
     if raw[close : close + 1] != b"]" or _named_again(raw, close + 1, previous.path):
         return None
     parent[previous.path[-1]] = [*items[:count], *array]
-    spans = BodySpans(raw, previous.path, start, (*ends[:count], *(e - start for e in new_ends)))
+    new = (*ends[:count], *(e - start for e in new_ends))
+    spans = BodySpans(raw, previous.path, start, new, members)
     return Reused(data, count, spans)
 
 
@@ -178,38 +190,66 @@ def _shared(raw: bytes, start: int, old: memoryview, ends: tuple[int, ...]) -> i
     return low
 
 
-def _locate(raw: bytes, path: tuple[str, ...]) -> int:
+def _locate(
+    raw: bytes, path: tuple[str, ...], hint: BodySpans | None = None
+) -> tuple[int, Members]:
     """The offset just after the ``[`` of the array at ``path`` in ``raw``, found by stepping over
     the members before each key of the path (the first of two equal keys: a later one is looked
-    for after the array); -1 when there is none or a key before it is spelled with escapes."""
+    for after the array), and those members; -1 when there is none or a key before it is spelled
+    with escapes.
+
+    A member whose value ``hint`` (the previous body) holds under the same key is stepped over at
+    once when ``raw`` has the same bytes there, a complete value (a tool list of tens of KB is
+    compared, not scanned)."""
     position = 0
+    members: list[dict[bytes, tuple[int, int]]] = []
+    old = memoryview(hint.raw) if hint is not None else None
     for depth, key in enumerate(path):
         position = _SPACE.match(raw, position).end()  # type: ignore[union-attr]
         if raw[position : position + 1] != b"{":
-            return -1
+            return -1, ()
         wanted = b'"' + key.encode() + b'"'
+        known = hint.members[depth] if hint is not None and depth < len(hint.members) else {}
+        level: dict[bytes, tuple[int, int]] = {}
+        members.append(level)
         position += 1
         while True:
             position = _SPACE.match(raw, position).end()  # type: ignore[union-attr]
             name = _TOKENS.match(raw, position)
             if name is None or raw[position : position + 1] != b'"' or b"\\" in name.group():
-                return -1
+                return -1, ()
             colon = _SPACE.match(raw, name.end()).end()  # type: ignore[union-attr]
             if raw[colon : colon + 1] != b":":
-                return -1
+                return -1, ()
             position = _SPACE.match(raw, colon + 1).end()  # type: ignore[union-attr]
             if name.group() == wanted:
                 break
-            position = _value_end(raw, position)
+            begin = position
+            was = known.get(name.group())
+            if old is not None and was is not None and _same_value(raw, position, old, *was):
+                position += was[1] - was[0]
+            else:
+                position = _value_end(raw, position)
             if position < 0:
-                return -1
+                return -1, ()
+            level[name.group()] = (begin, position)
             position = _SPACE.match(raw, position).end()  # type: ignore[union-attr]
             if raw[position : position + 1] != b",":
-                return -1  # the object ends without the key
+                return -1, ()  # the object ends without the key
             position += 1
         if depth == len(path) - 1:
-            return position + 1 if raw[position : position + 1] == b"[" else -1
-    return -1  # pragma: no cover  (a path has at least one key)
+            found = position + 1 if raw[position : position + 1] == b"[" else -1
+            return found, tuple(members)
+    return -1, ()  # pragma: no cover  (a path has at least one key)
+
+
+def _same_value(raw: bytes, position: int, old: memoryview, begin: int, end: int) -> bool:
+    """Whether ``raw`` holds at ``position`` the very value ``old[begin:end]`` (a whole value:
+    its bytes match and what follows cannot continue it)."""
+    if not raw.startswith(old[begin:end], position):
+        return False
+    after = raw[position + end - begin : position + end - begin + 1]
+    return after in (b"", b" ", b"\t", b"\n", b"\r", b",", b"}")
 
 
 def _array_at(data: Any, path: tuple[str, ...]) -> tuple[dict[str, Any] | None, list[Any] | None]:

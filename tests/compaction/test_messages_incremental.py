@@ -215,3 +215,54 @@ def test_a_memo_of_another_format_is_safe_to_pass(
     for _ in range(data.draw(st.integers(1, 3))):
         _, memo = outcome(fmt, request, memo)
         request = edited(data, fmt, request)
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {}
+    root = node
+    for _ in range(levels):
+        node["x"] = {}
+        node = node["x"]
+    return root
+
+
+def test_tools_equal_to_the_previous_requests_are_not_depth_checked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tools = [
+        {"type": "function", "function": {"name": f"t{k}", "parameters": _deep(5)}}
+        for k in range(10)
+    ]
+    first = {"model": "m", "tools": tools, "messages": [{"role": "user", "content": "a"}]}
+    _, memo = parse_incremental("openai-chat", first)
+    walked: list[str] = []
+    original = incremental.check_depth
+
+    def spy(value: Any, path: str, limit: int) -> None:
+        walked.append(path)
+        original(value, path, limit)
+
+    monkeypatch.setattr(incremental, "check_depth", spy)
+    again = json.loads(
+        json.dumps({**first, "messages": [*first["messages"], first["messages"][0]]})
+    )
+
+    context, _ = parse_incremental("openai-chat", again, memo)
+
+    assert walked == ["model"]  # the tools, equal, were not walked
+    assert context == parse("openai-chat", again)
+
+
+def test_tools_changed_after_the_call_are_checked_again() -> None:
+    """The memo keeps what the tools were (their JSON), not the caller's objects: tools made too
+    deep in place after the call are refused as parse refuses them."""
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]
+    request = {"model": "m", "tools": tools, "messages": [{"role": "user", "content": "a"}]}
+    _, memo = parse_incremental("openai-chat", request)
+    tools[0]["function"]["parameters"] = _deep(400)
+
+    with pytest.raises(FormatError) as raised:
+        parse_incremental("openai-chat", request, memo)
+    with pytest.raises(FormatError) as expected:
+        parse("openai-chat", request)
+    assert str(raised.value) == str(expected.value)

@@ -213,11 +213,29 @@ def test_an_array_whose_bytes_occur_twice_has_no_spans() -> None:
     assert spans_of(raw, PATH) is None
 
 
-def test_of_two_equal_keys_the_spans_are_the_last_ones_a_decoder_reads() -> None:
+def test_a_body_whose_decoder_reads_a_later_array_has_no_spans() -> None:
+    """Of two equal keys a decoder takes the last; the next body is found by its first: no
+    spans, so nothing is ever reused from such a body."""
     raw = b'{"request": {"messages": [1]}, "request": {"messages": [2, 3]}}'
-    spans = spans_of(raw, PATH)
+    assert spans_of(raw, PATH) is None
+
+
+def test_members_before_the_array_that_repeat_are_stepped_over_by_comparison() -> None:
+    """The previous body's tools, unchanged, are compared rather than scanned; changed ones (or a
+    number that grew) are scanned, with the same result."""
+    tools = [{"name": f"t{k}", "input_schema": {"type": "object"}} for k in range(50)]
+
+    def make(n: int, tools: Any, limit: Any) -> bytes:
+        request = {"max_tokens": limit, "tools": tools, "messages": [{"n": k} for k in range(n)]}
+        return json.dumps({"turn_id": f"t{n}", "request": request}).encode()
+
+    first = make(3, tools, 100)
+    spans = spans_of(first, PATH)
     assert spans is not None
-    assert [raw[spans.start + e - 1 : spans.start + e] for e in spans.ends] == [b"2", b"3"]
-    # the next such body: the first array is found first, the second named after it
-    grown = b'{"request": {"messages": [1]}, "request": {"messages": [2, 3, 4]}}'
-    assert decode_reusing(grown, spans, [2, 3], decode) is None
+    assert set(spans.members[1]) == {b'"max_tokens"', b'"tools"'}
+    for tools_now, limit in ((tools, 100), (tools[:-1], 100), (tools, 1000)):
+        second = make(4, tools_now, limit)
+        reused = decode_reusing(second, spans, decode(first)["request"]["messages"], decode)
+        assert reused is not None
+        assert reused.data == decode(second)
+        assert reused.count == 3
