@@ -141,19 +141,70 @@ def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     ]
     url = None
     if backend == "postgresql":
-        import psycopg
-
-        with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
         url = postgres_admin_url().rsplit("/", 1)[0] + f"/{BENCH_DB}"
+
+    def fresh() -> None:  # each server run on an empty database
+        if url is not None:
+            _recreate_bench_db()
+
     progress(f"[{backend}] through HTTP: {len(bodies)} turns")
     try:
-        return late_turns_over_http(bodies, late=LATE, database_url=url, profile=args.profile_http)
+        fresh()
+        result = late_turns_over_http(
+            bodies, late=LATE, database_url=url, profile=args.profile_http
+        )
+        progress(f"[{backend}] through HTTP, with a coding agent's tool list: {len(bodies)} turns")
+        tooled = [_with_tools(body) for body in bodies]
+        fresh()
+        result["tools"] = late_turns_over_http(tooled, late=LATE, database_url=url)
+        result["tools"]["tools_kb"] = len(json.dumps(agent_tools())) / 1e3
+        return result
     finally:
         if url is not None:
-            with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            _recreate_bench_db(create=False)
+
+
+def _recreate_bench_db(*, create: bool = True) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        if create:
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+
+
+def agent_tools() -> list[dict[str, Any]]:
+    """Tool definitions the size a coding agent sends with every call (tens of KB: 20 tools,
+    each with a long description and a JSON schema of 12 parameters)."""
+    parameters = {
+        "type": "object",
+        "properties": {
+            f"p{i}": {
+                "type": "string",
+                "description": "A parameter that does something useful. " * 3,
+                "enum": [f"v{j}" for j in range(5)],
+            }
+            for i in range(12)
+        },
+        "required": ["p0", "p1"],
+    }
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{k}",
+                "description": "Does one thing of the agent's work. " * 40,
+                "parameters": parameters,
+            },
+        }
+        for k in range(20)
+    ]
+
+
+def _with_tools(body: bytes) -> bytes:
+    data = json.loads(body)
+    data["request"]["tools"] = agent_tools()
+    return json.dumps(data).encode()
 
 
 # --- the worker: one backend, in its own process -------------------------------------------
@@ -519,6 +570,26 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                 f"{h['json_loads_ms']:.2f} ms | **{h['ratio']:.1f}×** | "
                 f"{h['zstd_body_kb']:.0f} KB, {h['zstd_late_median_ms']:.1f} ms |"
             )
+        tooled = [r for r in results.values() if "tools" in r["http"]]
+        if tooled:
+            kb = tooled[0]["http"]["tools"]["tools_kb"]
+            lines += [
+                "",
+                f"The same session with a coding agent's tool list ({kb:.0f} KB of tool"
+                " definitions, the same in every call, as agents send them; `agent_tools` in"
+                " `bench/ingest.py`), same run:",
+                "",
+                "| backend | final tokens | body | late turn median / p95 | json.loads median "
+                "| latency / json.loads |",
+                "|---|---|---|---|---|---|",
+            ]
+            for r in tooled:
+                t = r["http"]["tools"]
+                lines.append(
+                    f"| {r['database']} | {t['tokens']:,} | {t['body_mb']:.2f} MB | "
+                    f"{t['late_median_ms']:.1f} / {t['late_p95_ms']:.1f} ms | "
+                    f"{t['json_loads_ms']:.2f} ms | **{t['ratio']:.1f}×** |"
+                )
         for r in results.values():
             if r["http"]["hottest"]:
                 lines += [
