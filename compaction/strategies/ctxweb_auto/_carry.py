@@ -7,7 +7,8 @@ A shrunk tool output gets a ``facts:`` line after its pointer; a shrunk tool-cal
 it inside the string that holds the pointer (the arguments stay valid JSON); a digest or summary
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
 When the room runs out, the summary's prose gives way first (its goal and next steps last), then
-the oldest carriers give up their facts.
+the facts that cost the most tokens (an error name is kept before any other): the room keeps as
+many facts as it can buy.
 """
 
 from __future__ import annotations
@@ -167,9 +168,9 @@ def _cost(draft: Draft, carriers: list[_Carrier]) -> int:
 
 
 def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple[int, int, int]:
-    """Write the facts the draft lost into the carriers that replaced them, most recent first,
-    spending at most ``room`` tokens. Returns (the new total, facts still lost, facts of the
-    input)."""
+    """Write the facts the draft lost into the carriers that replaced them (each fact into the
+    most recent one that held it), spending at most ``room`` tokens. Returns (the new total,
+    facts still lost, facts of the input)."""
     wanted = input_facts(draft)
     lost = wanted - _visible(draft, draft.messages)
     if not lost:
@@ -188,39 +189,82 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
         lost = wanted - _visible(draft, draft.messages)
         carriers = _carriers(draft, inserted)
         _assign(carriers, lost)
+    chosen = _choose(draft, carriers, room)
     carried = 0
-    for carrier in reversed(carriers):
-        if not carrier.facts or room <= 0:
-            continue
+    for carrier, new, count in chosen:
         message = draft.messages[carrier.position]
-        facts = sorted(carrier.facts, key=_rank)
-        before = draft.tokens(message)
-        new = _render(carrier, message, facts)
-        if new is None:
-            continue
-        cost = draft.tokens(new) - before
-        if cost > room:
-            # the most a part of the line buys: the highest-ranked facts that fit
-            lo, hi, best = 0, len(facts), None
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                trial = _render(carrier, message, facts[:mid])
-                if trial is not None and draft.tokens(trial) - before <= room:
-                    lo, best = mid, trial
-                else:
-                    hi = mid - 1
-            if best is None:
-                continue
-            new, facts = best, facts[:lo]
-            cost = draft.tokens(new) - before
+        cost = draft.tokens(new) - draft.tokens(message)
         draft.messages[carrier.position] = new
         if carrier.part is None and id(message) in inserted:
             inserted[id(new)] = (new, inserted.pop(id(message))[1])
-        _record(draft, carrier, cost, len(facts))
-        room -= cost
+        _record(draft, carrier, cost, count)
         total += cost
-        carried += len(facts)
+        carried += count
     return total, len(lost) - carried, len(wanted)
+
+
+def _choose(
+    draft: Draft, carriers: list[_Carrier], room: int
+) -> list[tuple[_Carrier, Message, int]]:
+    """Each carrier's new message and how many facts it carries, within ``room`` tokens.
+
+    When every assigned fact fits, every one is written. When not, the most facts the room
+    buys: errors first, then the cheapest facts (fewest tokens) of all the carriers, so one
+    long path does not cost ten names; a carrier's facts are still written in kind order. The
+    longest prefix of that order whose lines fit is found by bisection, each carrier's line
+    rendered once per number of its facts."""
+    live = [c for c in carriers if c.facts]
+    if not live or room <= 0:
+        return []
+    befores = {id(c): draft.tokens(draft.messages[c.position]) for c in live}
+    renders: dict[tuple[int, int], tuple[Message | None, int]] = {}
+    own: dict[int, list[Fact]] = {}
+    order: list[tuple[tuple[int, int, int, str], _Carrier, Fact]] = []
+    for recency, carrier in enumerate(reversed(live)):
+        for fact in carrier.facts:
+            key = (0 if fact[0] == "errors" else 1, draft.text_tokens(fact[1]), recency, fact[1])
+            order.append((key, carrier, fact))
+    order.sort(key=lambda item: item[0])
+    for _, carrier, fact in order:
+        own.setdefault(id(carrier), []).append(fact)
+
+    def render(carrier: _Carrier, count: int) -> tuple[Message | None, int]:
+        key = (id(carrier), count)
+        if key not in renders:
+            facts = sorted(own[id(carrier)][:count], key=_rank)
+            new = _render(carrier, draft.messages[carrier.position], facts)
+            cost = 0 if new is None else draft.tokens(new) - befores[id(carrier)]
+            renders[key] = (new, cost)
+        return renders[key]
+
+    def prefix(k: int) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for _, carrier, _fact in order[:k]:
+            counts[id(carrier)] = counts.get(id(carrier), 0) + 1
+        return counts
+
+    def cost(k: int) -> int:
+        counts = prefix(k)
+        return sum(render(c, counts[id(c)])[1] for c in live if id(c) in counts)
+
+    k = len(order)
+    if cost(k) > room:
+        lo, hi = 0, k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if cost(mid) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        k = lo
+    counts = prefix(k)
+    chosen = []
+    for carrier in live:
+        count = counts.get(id(carrier), 0)
+        new = render(carrier, count)[0] if count else None
+        if new is not None:
+            chosen.append((carrier, new, count))
+    return chosen
 
 
 def _record(draft: Draft, carrier: _Carrier, cost: int, count: int) -> None:

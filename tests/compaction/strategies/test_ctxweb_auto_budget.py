@@ -380,3 +380,33 @@ def test_a_summary_too_dear_even_cut_goes_bare_to_meet_a_tight_target(counter):
     [kept] = [x for x in plan.artifacts if x.kind == "summarized_messages"]
     assert summary.endswith(pointer(kept.id))
     assert plan.context.messages[-1] == latest
+
+
+def test_when_the_room_cannot_hold_every_fact_it_keeps_the_cheapest(counter):
+    # each output holds short names and one long path; the room left after pruning holds some
+    messages = [sys("s")]
+    for i in range(8):
+        deep = "/".join(f"vendor_dir_{i}_{k}" for k in range(12)) + f"/module_{i}.py"
+        output = f"log\nuses item_{i}a, item_{i}b and item_{i}c\nsee {deep}\n" + "words. " * 500
+        messages += [u(f"step {i}"), atc(f"c{i}", name="run"), t(f"c{i}", output), a(f"ok {i}")]
+    messages += [u("go on"), a("on it")]
+    context = ctx(*messages)
+    outputs = set()
+    for message in context.messages:
+        for part in message.tool_results:
+            outputs |= part_facts(part)
+    plan = get_strategy("ctxweb-auto").plan(
+        context, {"target_tokens": 700, "max_step": "prune"}, counter=counter
+    )
+    assert plan.after.total <= 700
+    visible = _facts(plan.context)
+    kept, lost = outputs & visible, outputs - visible
+    assert kept
+    assert lost
+
+    def tokens(fact):
+        return counter.count_text(fact[1])
+
+    # the most facts the room buys: no fact kept costs more than one that was dropped
+    assert max(map(tokens, kept)) <= min(map(tokens, lost))
+    assert all(("names", f"item_{i}{x}") in kept for i in range(8) for x in "abc")
