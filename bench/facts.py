@@ -12,6 +12,10 @@ A fact is one of:
   camelCase or PascalCase name with an inner capital, a dotted call (``os.path.join``), or a code
   of capitals and digits (``ZFA04Y``, a reservation or ticket id).
 
+A newline, tab or carriage return written as a JSON escape (``\\n`` inside a tool call's
+arguments) separates facts as whitespace does: the model reads a line break there, so
+``cat a.py\\nsrc/b.py`` holds ``src/b.py``, not ``nsrc/b.py``.
+
 A fact of the input is **kept** when the same regexes find it in the plan's context (every text
 the model would read: system prompt, messages, tool-call arguments and tool results). What sits
 only in an artifact does not count: the model cannot read it without a tool.
@@ -45,6 +49,7 @@ _IDENTIFIER = re.compile(
     r"|\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*[0-9])[A-Z0-9]{5,}\b"  # a code of capitals and digits
 )
 _TRAILING = ".,:;!?'\")]}>`"
+_ESCAPED_SPACE = re.compile(r"(?<!\\)\\[nrt]")  # a JSON-escaped newline, tab or return
 
 
 def _clean(found: Iterable[str]) -> set[str]:
@@ -67,6 +72,7 @@ def facts_of(text: str, *, shown: bool = False) -> frozenset[str]:
         >>> sorted(facts_of("ValueError in src/app.py, see https://x.org/a"))
         ['error:ValueError', 'path:src/app.py', 'url:https://x.org/a']
     """
+    text = _ESCAPED_SPACE.sub(" ", text)
     urls = _clean(_URL.findall(text))
     without_urls = _URL.sub(" ", text)
     paths = {

@@ -72,6 +72,11 @@ _NAME = re.compile(
 #: holds a "/", ".", "_" or a capital letter (one token per line).
 _MAY_HOLD = re.compile(r"^.*[/._A-Z].*$", re.MULTILINE)
 _TRAILING = ".,:;!?'\")]}>`"
+#: A newline, tab or carriage return written as a JSON string escape (``\n`` in a tool call's
+#: arguments): a reader sees a line break there, so it ends a fact as whitespace does (else
+#: ``"cat a.py\nsrc/b.py"`` would give the path ``nsrc/b.py``). An escaped backslash before
+#: it (``C:\\new``) is no escape.
+_ESCAPED_SPACE = re.compile(r"(?<!\\)\\[nrt]")
 
 
 def _cleaned(found: Iterable[str]) -> list[str]:
@@ -100,6 +105,8 @@ def text_facts(text: str) -> frozenset[Fact]:
     """
     if not text:
         return frozenset()
+    if "\\" in text:
+        text = _ESCAPED_SPACE.sub(" ", text)
     # Each distinct token that may hold a fact scanned once, one per line: the same facts (no
     # pattern crosses a space), in about half the time on a coding session, whose tokens repeat
     # (self, return, =) and are mostly lower-case words.
@@ -109,6 +116,8 @@ def text_facts(text: str) -> frozenset[Fact]:
 def scan(text: str) -> frozenset[Fact]:
     """Every fact in ``text``, each pattern run over the whole of it: what :func:`text_facts`
     finds (and caches) by scanning only the distinct tokens that may hold one."""
+    if "\\" in text:
+        text = _ESCAPED_SPACE.sub(" ", text)
     urls = _cleaned(_URL.findall(text)) if "http" in text else []
     rest = _URL.sub(" ", text) if urls else text
     paths = [
@@ -218,9 +227,11 @@ def grouped_lines(messages: Sequence[Message], facts: Iterable[Fact]) -> list[st
             elif isinstance(part, ToolResultPart) and part.tool_call_id in call_files:
                 files[call_files[part.tool_call_id]].update(part_facts(part) & wanted)
     lines = []
+    # a file that heads a group of its own is written there only, not again in another's list
+    heads = {("files", path) for path in files} & wanted
     placed: set[Fact] = set()
     for path, found in files.items():
-        found = found - placed - {("files", path)}
+        found = found - placed - heads
         # the file itself is listed as the group's head
         head = ("files", path) in wanted and ("files", path) not in placed
         if not found and not head:

@@ -41,8 +41,13 @@ def _cleaned(found: list[str]) -> list[str]:
     return [f for f in dict.fromkeys(f.rstrip(_TRAILING) for f in found) if len(f) >= 3]
 
 
+_ESCAPED_SPACE = re.compile(r"(?<!\\)\\[nrt]")
+
+
 def reference(text: str) -> frozenset[tuple[str, str]]:
-    """The facts of ``text`` by the plain patterns, each over the whole text."""
+    """The facts of ``text`` by the plain patterns, each over the whole text (a JSON-escaped
+    newline, tab or return read as the whitespace it stands for)."""
+    text = _ESCAPED_SPACE.sub(" ", text)
     urls = _cleaned(_URL.findall(text))
     rest = _URL.sub(" ", text)
     paths = [
@@ -74,6 +79,7 @@ TRICKY = [
     "Traceback (most recent call last):\n  File \"/x/y.py\", line 3\nKeyError: 'name'",
     "import os.path; os.path.join('a', 'b'); obj.method().chain(); `tick_name`",
     "foo.py. bar.PY: baz.tar.gz qux.d.ts README.md, Makefile setup.cfg.",
+    '{"cmd": "ls\\napps/web/package.json\\tnpm_run\\r\\nError", "win": "C:\\\\new\\\\x.py"}',
 ]
 
 
@@ -130,3 +136,30 @@ def test_every_text_of_the_shared_transcripts(transcripts: Path) -> None:
                     seen.add(text)
                     assert text_facts(text) == reference(text), text[:300]
     assert len(seen) > 1000
+
+
+def test_a_json_escaped_newline_ends_a_fact_as_a_line_break_does() -> None:
+    found = text_facts('{"cmd": "cat a.py\\napps/web/package.json\\nnext_step"}')
+    assert ("files", "apps/web/package.json") in found
+    assert ("names", "next_step") in found
+    assert not any(text.startswith("napps") or text == "nnext_step" for _, text in found)
+
+
+def test_a_file_heading_a_group_of_its_own_is_not_listed_again_in_another() -> None:
+    from compaction.messages.model import Message
+    from compaction.strategies.ctxweb_auto._facts import grouped_lines
+
+    listing = ToolCallPart("c1", "ls", '{"path": "src"}')
+    listed = ToolResultPart("c1", (TextPart("src/app.py src/util.py"),))
+    read = ToolCallPart("c2", "read", '{"path": "src/app.py"}')
+    body = ToolResultPart("c2", (TextPart("def load_config(): pass"),))
+    messages = [
+        Message("assistant", (listing,)),
+        Message("tool", (listed,)),
+        Message("assistant", (read,)),
+        Message("tool", (body,)),
+    ]
+    facts = [("files", "src/app.py"), ("files", "src/util.py"), ("names", "load_config")]
+    lines = grouped_lines(messages, facts)
+    assert lines == ["- src: files src/util.py", "- src/app.py: names load_config"]
+    assert "\n".join(lines).count("src/app.py") == 1
