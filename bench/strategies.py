@@ -331,7 +331,7 @@ def _forget() -> None:
     from compaction.strategies import nanobot
     from compaction.strategies.ctxweb_auto import _facts
 
-    _facts.text_facts.cache_clear()
+    _facts.forget()
     summarizers._extract.cache_clear()
     nanobot._cl100k_estimate.cache_clear()
 

@@ -163,3 +163,16 @@ def test_a_file_heading_a_group_of_its_own_is_not_listed_again_in_another() -> N
     lines = grouped_lines(messages, facts)
     assert lines == ["- src: files src/util.py", "- src/app.py: names load_config"]
     assert "\n".join(lines).count("src/app.py") == 1
+
+
+def test_the_token_memo_shared_by_texts_changes_nothing_found() -> None:
+    from compaction.strategies.ctxweb_auto import _facts
+
+    texts = [*TRICKY, " ".join(TRICKY), "\n".join(reversed(TRICKY))]
+    _facts.forget()
+    first = [text_facts(text) for text in texts]
+    _facts.forget()
+    # the other way round: each text now finds most of its tokens scanned for another
+    again = [text_facts(text) for text in reversed(texts)][::-1]
+    assert first == again == [reference(text) for text in texts]
+    assert _facts._TOKEN_FACTS  # the memo was used
