@@ -108,8 +108,8 @@ _MAY_HOLD_CHAR = re.compile(r"[/._A-Z]")
 #: tokens up to :data:`_TOKEN_MEMO_CHARS` characters, emptied when it holds
 #: :data:`_TOKEN_MEMO_MAX` of them.
 _TOKEN_FACTS: dict[str, _Raw] = {}
-_TOKEN_MEMO_CHARS = 256
-_TOKEN_MEMO_MAX = 200_000
+_TOKEN_MEMO_CHARS = 128
+_TOKEN_MEMO_MAX = 65_536
 
 
 def _found(found: list[str]) -> set[str]:
