@@ -1,35 +1,34 @@
 """Tuning aid: ctxweb-auto on many turns of the tuning half, not only each session's largest.
 
-Usage: ``.venv/bin/python bench/tuning_turns.py [--fraction 0.2] [--every 2]``
+Usage: ``.venv/bin/python bench/tuning_turns.py [--fractions 0.2,0.3] [--every 2] [--no-write]``
 
 The facts benchmark (``bench/strategies.py``) plans one context per session: 17 in the tuning
-half, too few to find what fails. This plans every ``--every``-th turn of every tuning session
-(2,000 tokens or more) at ``--fraction`` of its tokens and lists the turns where the fact floor
-(see ``strategies.fact_floor``) allows 95% of the facts to stay visible but ctxweb-auto keeps
-fewer. It reads the tuning half only (``bench/heldout.py``); the held-out half stays unseen.
-Prints; writes nothing.
+half, too few to show what fails. This plans one turn in ``--every`` of every tuning session
+(2,000 tokens or more) at each of ``--fractions`` of its tokens. On the turns where the fact
+floor (``strategies.fact_floor``) allows 95% of the facts (``bench/facts.py``) to stay visible,
+it counts the facts ctxweb-auto keeps visible and lists the turns where it keeps under 95%. It
+reads the tuning half only (``bench/heldout.py``): the held-out half stays unseen. The result
+goes to ``docs/benchmarks.md`` under ``## Strategies: ctxweb-auto on the tuning half's turns``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 
+SECTION = "## Strategies: ctxweb-auto on the tuning half's turns"
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fraction", type=float, default=0.2)
-    parser.add_argument("--every", type=int, default=2)
-    args = parser.parse_args()
-    import django
 
-    django.setup()
+def run(fraction: float, every: int) -> dict[str, Any]:
+    """ctxweb-auto at ``fraction`` on one turn in ``every`` of the tuning half."""
     from aiming import aim
     from facts import visible_share
     from heldout import half_of
@@ -43,7 +42,7 @@ def main() -> None:
     root = find_transcripts()
     if root is None or not root.is_dir():
         raise SystemExit("real transcripts not found (set CTXWEB_TRANSCRIPTS)")
-    planned = allowed = 0
+    planned = allowed = kept_all = facts_all = 0
     under = []
     for path in sorted(root.rglob("*")):
         if not path.is_file() or path.name == "README.md":
@@ -51,7 +50,7 @@ def main() -> None:
         if half_of(str(path.relative_to(root))) != "tuning":
             continue
         for session in parse_transcript(path.read_bytes(), name=path.name):
-            for k in range(0, len(session.turns), args.every):
+            for k in range(0, len(session.turns), every):
                 context = session.turns[k].context
                 model = context.extra.get("model") or session.model
                 encoding = encoding_for_model(model if isinstance(model, str) else None).encoding
@@ -60,22 +59,76 @@ def main() -> None:
                 if tokens < MIN_TOKENS:
                     continue
                 planned += 1
-                target = int(tokens * args.fraction)
+                target = int(tokens * fraction)
                 if fact_floor(context, counter) > target:
                     continue
                 allowed += 1
-                run = aim("ctxweb-auto", context, counter, target)
-                kept, facts = visible_share(context, run.plan.context)
+                plan = aim("ctxweb-auto", context, counter, target).plan
+                kept, facts = visible_share(context, plan.context)
+                kept_all += kept
+                facts_all += facts
                 if facts and kept < 0.95 * facts:
                     name = f"{path.name}:{session.external_id}:turn {k}"
-                    landed = run.plan.after.total / target
-                    under.append((kept / facts, name, tokens, landed, kept, facts))
-    print(
-        f"fraction {args.fraction}, one turn in {args.every}: {planned} contexts, the fact floor"
-        f" allows 95% on {allowed}, ctxweb-auto keeps under 95% on {len(under)}"
-    )
-    for share, name, tokens, landed, kept, facts in sorted(under):
-        print(f"  {share:4.0%} {name}: {tokens} tokens, landed at {landed:.2f}× ({kept}/{facts})")
+                    under.append((kept / facts, name, tokens, plan.after.total / target))
+    return {
+        "fraction": fraction,
+        "planned": planned,
+        "allowed": allowed,
+        "kept": kept_all,
+        "facts": facts_all,
+        "under": sorted(under),
+    }
+
+
+def render(results: list[dict[str, Any]], every: int, when: str) -> str:
+    from record import machine
+
+    lines = [
+        SECTION,
+        "",
+        f"Run {when} with `bench/tuning_turns.py` on {machine()}.",
+        "",
+        f"One turn in {every} of every session of the **tuning half** (`bench/heldout.py`), 2,000"
+        " tokens or more, planned by ctxweb-auto at a fraction of its tokens; counted on the"
+        " turns where the fact floor (see the facts section) allows 95% of the facts to stay"
+        " visible. What ctxweb-auto was tuned on: the held-out half is not read.",
+        "",
+        "| target | turns planned | fact floor allows 95% | facts kept visible there"
+        " | turns under 95% |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        share = r["kept"] / max(1, r["facts"])
+        lines.append(
+            f"| {r['fraction']:.0%} | {r['planned']} | {r['allowed']} | {r['kept']:,} of"
+            f" {r['facts']:,} ({share:.1%}) | {len(r['under'])} |"
+        )
+    for r in results:
+        if r["under"]:
+            listed = ", ".join(
+                f"`{name}` {share:.0%} (at {landed:.2f}× the target)"
+                for share, name, _tokens, landed in r["under"][:8]
+            )
+            lines += ["", f"Under 95% at {r['fraction']:.0%}: {listed}."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fractions", default="0.2,0.3")
+    parser.add_argument("--every", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from record import write_section
+
+    results = [run(float(f), args.every) for f in args.fractions.split(",")]
+    section = render(results, args.every, datetime.date.today().isoformat())
+    print(section)
+    if not args.no_write:
+        write_section(SECTION, section)
 
 
 if __name__ == "__main__":
