@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from aiming import Counter, _lead, _tokens, aim, new_counter  # noqa: E402
-from facts import context_facts, visible_share  # noqa: E402
+from facts import context_facts, context_texts, visible_share  # noqa: E402
 from heldout import HALVES, half_of  # noqa: E402
 from record import DOCS, machine, write_section  # noqa: E402
 
@@ -59,7 +59,7 @@ from compaction.strategies.ctxweb_auto import SUMMARY_HEADER  # noqa: E402
 from compaction.strategies.ctxweb_auto._facts import fact_line  # noqa: E402
 from compaction.strategies.ctxweb_auto._summaries import bare_summary  # noqa: E402
 from compaction.summarizers import FactSummarizer  # noqa: E402
-from compaction.tokens import encoding_for_model  # noqa: E402
+from compaction.tokens import encoding_for_model, get_tokenizer  # noqa: E402
 from compaction.transcripts import parse_transcript  # noqa: E402
 from compaction.turns import is_user_turn_start  # noqa: E402
 from tests.support.transcripts import find_transcripts  # noqa: E402
@@ -347,8 +347,16 @@ def bench_preview(runs: int, profile: str | None) -> dict[str, Any]:
     # counted as ctxweb counts the session: with its model's own encoding
     encoding = encoding_for_model(context.extra.get("model")).encoding
     tokens = int(context_regions(context, new_counter(encoding)).total)
+    # The machine's speed during the run (it varies by 2x within minutes here): tiktoken encoding
+    # the context's whole text once, in one thread, uncached, before each strategy's runs.
+    tokenizer = get_tokenizer(encoding)
+    whole = "\n".join(context_texts(context))
+    yardstick = []
     rows = []
     for strategy in list_strategies():
+        started = time.perf_counter()
+        tokenizer.count(whole)
+        yardstick.append((time.perf_counter() - started) * 1000)
         params = _preview_params(strategy.id)
         cold = []
         for _ in range(runs):
@@ -392,6 +400,7 @@ def bench_preview(runs: int, profile: str | None) -> dict[str, Any]:
         "runs": runs,
         "rows": rows,
         "http": http,
+        "yardstick": yardstick,
     }
 
 
@@ -614,6 +623,19 @@ def render_preview(result: dict[str, Any], when: str) -> str:
         " as after ingest (the app's shared token cache), and the memos as the cold run left"
         " them. The garbage collector runs with a web process's thresholds"
         f" (`ctxweb.serving.GC_THRESHOLDS`). Target < {PREVIEW_TARGET_MS} ms.",
+        "",
+    ]
+    yardstick = result.get("yardstick") or []
+    if yardstick:
+        lines += [
+            "",
+            "**Yardstick**, same run: tiktoken encoding the context's whole text once, in one"
+            " thread, uncached, before each strategy's runs: median"
+            f" {statistics.median(yardstick):.0f} ms ({min(yardstick):.0f}-{max(yardstick):.0f}"
+            " ms across the run). This machine's speed varies up to 2x within minutes; the"
+            " yardstick tells which phase a run fell in.",
+        ]
+    lines += [
         "",
         "| strategy | cold median | warm median | tokens after (defaults) | edits |",
         "|---|---|---|---|---|",
