@@ -241,33 +241,25 @@ def test_tools_the_previous_body_sent_are_not_walked_again(
     assert (Message.objects.count(), Turn.objects.count()) == before
 
 
-def test_a_real_agent_session_posted_turn_by_turn(world: World, transcripts: Any) -> None:
+def test_a_real_agent_session_posted_turn_by_turn(
+    world: World, transcripts: Any, reuses: list[int]
+) -> None:
     """The requests a real Claude Code session sent, as an agent posts them: every turn stored
     as a whole parse of its body gives, most of them decoded without their repeated messages."""
     from compaction.transcripts import parse_transcript
 
-    counts: list[int] = []
-    original = rawbody_module.decode_reusing
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        reused = original(*args, **kwargs)
-        counts.append(reused.count if reused is not None else 0)
-        return reused
-
     path = max((transcripts / "claude-code").rglob("*.jsonl"), key=lambda p: p.stat().st_size)
     session = max(parse_transcript(path.read_bytes(), name=path.name), key=lambda s: len(s.turns))
     client = world.api(world.ingest_key)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("ctxweb.contexts.services._parsing.decode_reusing", spy)
-        for index, turn in enumerate(session.turns[:60]):
-            request = render_request(turn.context)
-            sent = {
-                "format": session.format,
-                "request": request,
-                "turn_id": f"t{index}",
-                "allow_orphans": True,  # a transcript's turn may end on a call
-            }
-            response = send(client, "real", json.dumps(sent).encode())
-            assert response.status_code in (200, 201), response.content[:300]
-            assert stored_messages(world, "real") == parse(session.format, request).messages
-    assert sum(1 for c in counts if c) >= len(counts) // 2 > 0
+    for index, turn in enumerate(session.turns[:60]):
+        request = render_request(turn.context)
+        sent = {
+            "format": session.format,
+            "request": request,
+            "turn_id": f"t{index}",
+            "allow_orphans": True,  # a transcript's turn may end on a call
+        }
+        response = send(client, "real", json.dumps(sent).encode())
+        assert response.status_code in (200, 201), response.content[:300]
+        assert stored_messages(world, "real") == parse(session.format, request).messages
+    assert sum(1 for c in reuses if c) >= len(reuses) // 2 > 0
