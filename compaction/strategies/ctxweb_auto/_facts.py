@@ -29,7 +29,6 @@ __all__ = [
     "grouped_lines",
     "message_facts",
     "part_facts",
-    "scan",
     "text_facts",
 ]
 
@@ -83,17 +82,6 @@ _NAME_BY_TOKEN = re.compile(r"(\n)|" + _NAME.pattern)
 _ESCAPED_SPACE = re.compile(r"(?<!\\)\\[nrt]")
 
 
-def _cleaned(found: Iterable[str]) -> list[str]:
-    """The facts ``found`` without trailing punctuation, each once; what is shorter than three
-    characters (the empty captures of what a pattern stepped over) is dropped."""
-    out = []
-    for fact in dict.fromkeys(found):
-        fact = fact.rstrip(_TRAILING)
-        if len(fact) >= 3:
-            out.append(fact)
-    return list(dict.fromkeys(out))
-
-
 def _may_name_an_error(text: str) -> bool:
     return "Error" in text or "Exception" in text or "Warning" in text
 
@@ -112,44 +100,19 @@ _TOKEN_MEMO_CHARS = 128
 _TOKEN_MEMO_MAX = 65_536
 
 
-def _found(found: list[str]) -> set[str]:
-    """What a pattern found in one token, as :func:`_cleaned` keeps it."""
-    out = set()
-    for fact in found:
-        if fact:
-            fact = fact.rstrip(_TRAILING)
-            if len(fact) >= 3:
-                out.add(fact)
-    return out
-
-
-def _token_facts(token: str) -> _Raw:
-    """The facts of one whitespace token, before the filters of the text holding it."""
-    if not _MAY_HOLD_CHAR.search(token):
-        return ()
-    facts: list[Fact] = []
-    rest = token
-    if "http" in token:
-        urls = _found(_URL.findall(token))
-        if urls:
-            facts += [("urls", u) for u in urls]
-            rest = _URL.sub(" ", token)
-    facts += [
-        ("files", p)
-        for p in _found(_PATH.findall(rest))
-        if not p.startswith("//") and any(c.isalpha() for c in p)
-    ]
-    if _may_name_an_error(rest):
-        facts += [("errors", e) for e in _found(_EXCEPTION.findall(rest))]
-    facts += [("names", n) for n in _found(_NAME.findall(rest))]
-    return tuple(facts)
-
-
 def _tokens_facts(tokens: list[str]) -> list[_Raw]:
-    """:func:`_token_facts` of each of ``tokens`` (none holding a URL or a newline), in one
-    scan of them all per pattern."""
+    """The facts of each of ``tokens`` (whitespace-free), before the filters of the text holding
+    it, in one scan of them all per pattern. A URL is taken out of its token before the other
+    patterns look (what it holds is part of it)."""
     found: list[list[Fact]] = [[] for _ in tokens]
-    joined = "\n".join(tokens)
+    scanned = list(tokens)
+    for k, token in enumerate(tokens):
+        if "http" in token:
+            urls = _URL.findall(token)
+            if urls:
+                found[k] += [("urls", url) for url in urls]
+                scanned[k] = _URL.sub(" ", token)
+    joined = "\n".join(scanned)
     scans = [("files", _PATH_BY_TOKEN), ("names", _NAME_BY_TOKEN)]
     if _may_name_an_error(joined):
         scans.append(("errors", _EXCEPTION_BY_TOKEN))
@@ -164,6 +127,7 @@ def _tokens_facts(tokens: list[str]) -> list[_Raw]:
     for facts in found:
         kept = set()
         for kind, fact in facts:
+            # trailing punctuation off; what is shorter than three characters is no fact
             fact = fact.rstrip(_TRAILING)
             if len(fact) < 3:
                 continue
@@ -198,17 +162,12 @@ def text_facts(text: str) -> frozenset[Fact]:
     for token in set(text.split()):
         found = memo.get(token)
         if found is None:
-            if "http" in token:
-                found = _token_facts(token)
-                if len(token) <= _TOKEN_MEMO_CHARS:
-                    memo[token] = found
-            elif _MAY_HOLD_CHAR.search(token):
+            if _MAY_HOLD_CHAR.search(token):
                 new.append(token)
                 continue
-            else:
-                found = ()
-                if len(token) <= _TOKEN_MEMO_CHARS:
-                    memo[token] = found
+            found = ()
+            if len(token) <= _TOKEN_MEMO_CHARS:
+                memo[token] = found
         if found:
             raw.update(found)
     if new:
@@ -240,28 +199,6 @@ def _assembled(raw: Iterable[Fact]) -> frozenset[Fact]:
         if fact[1] in errors or (paths and fact[1] in paths):
             facts.discard(fact)
     return frozenset(facts)
-
-
-def scan(text: str) -> frozenset[Fact]:
-    """Every fact in ``text``, each pattern run over the whole of it: what :func:`text_facts`
-    finds (and caches) token by token."""
-    if "\\" in text:
-        text = _ESCAPED_SPACE.sub(" ", text)
-    urls = _cleaned(_URL.findall(text)) if "http" in text else []
-    rest = _URL.sub(" ", text) if urls else text
-    paths = [
-        p
-        for p in _cleaned(_PATH.findall(rest))
-        if not p.startswith("//") and any(c.isalpha() for c in p)
-    ]
-    errors = _cleaned(_EXCEPTION.findall(rest)) if _may_name_an_error(rest) else []
-    names = _cleaned(_NAME.findall(rest))
-    return _assembled(
-        [("urls", u) for u in urls]
-        + [("files", p) for p in paths]
-        + [("errors", e) for e in errors]
-        + [("names", n) for n in names]
-    )
 
 
 def part_facts(part: Part) -> frozenset[Fact]:
