@@ -68,6 +68,7 @@ __all__ = [
     "message_from_dict",
     "message_hash",
     "message_to_dict",
+    "messages_key",
     "parse",
     "render",
 ]
@@ -76,6 +77,11 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], Context]] = {
     "openai-chat": openai_chat.parse,
     "anthropic-messages": anthropic.parse,
     "openai-responses": openai_responses.parse,
+}
+_MESSAGES_KEYS = {
+    "openai-chat": openai_chat.MESSAGES,
+    "anthropic-messages": anthropic.MESSAGES,
+    "openai-responses": openai_responses.MESSAGES,
 }
 _RENDERERS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "openai-chat": openai_chat.render,
@@ -97,6 +103,17 @@ def parse(format: str, request: Mapping[str, Any]) -> Context:
             "format", f"unknown format {format!r}; expected one of {', '.join(FORMATS)}"
         )
     return parser(request)
+
+
+def messages_key(format: str) -> str:
+    """The key of a ``format`` request body that holds its messages (``messages``; ``input``
+    in the Responses API); ``messages`` for a format this module does not know.
+
+    Example:
+        >>> messages_key("openai-responses"), messages_key("anthropic-messages")
+        ('input', 'messages')
+    """
+    return _MESSAGES_KEYS.get(format, "messages")
 
 
 def render(context: Context) -> dict[str, Any]:

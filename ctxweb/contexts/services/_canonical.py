@@ -15,7 +15,14 @@ from typing import Any
 import msgspec
 
 from compaction.errors import FormatError
-from compaction.messages import Context, TextPart, ToolCallPart, ToolResultPart, message_to_dict
+from compaction.messages import (
+    Context,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    message_to_dict,
+    messages_key,
+)
 from compaction.messages import Message as LibMessage
 
 
@@ -118,7 +125,7 @@ def _body_digest(
     ``listed``: with the hashes themselves in place of the messages, as turns stored before
     were hashed.
     """
-    key = "input" if context.format == "openai-responses" else "messages"
+    key = messages_key(context.format)
     request = body.get("request") if isinstance(body, Mapping) else None
     items = request.get(key) if isinstance(request, Mapping) else None
     if not isinstance(items, list) or len(items) != len(hashes):  # not a parsed request's body

@@ -13,7 +13,7 @@ from typing import Any
 
 from compaction.errors import FormatError
 from compaction.messages import FORMATS as FORMATS  # the formats a turn may be sent in
-from compaction.messages import Context
+from compaction.messages import Context, messages_key
 from compaction.messages.incremental import ParseMemo, parse_incremental
 from compaction.messages.rawbody import BodySpans, decode_reusing, spans_of
 from compaction.turns import ToolScan, tool_scan
@@ -97,8 +97,9 @@ def turn_body_decode(
     checked = _same(data, before) if before is not None else ()
     if len(raw) < BODY_REUSE_MIN_BYTES or (misses >= 2 and misses % 16):
         return data, TurnBody(None, misses, checked)
-    key = "input" if isinstance(data, dict) and data.get("format") == "openai-responses" else None
-    return data, TurnBody(spans_of(raw, ("request", key or "messages")), misses, checked)
+    format = data.get("format") if isinstance(data, dict) else None
+    key = messages_key(format) if isinstance(format, str) else "messages"
+    return data, TurnBody(spans_of(raw, ("request", key)), misses, checked)
 
 
 def _same(data: Any, before: TurnBody) -> tuple[str, ...]:
@@ -249,7 +250,7 @@ def _tool_id_path(
     context: Context, request: Mapping[str, Any], index: int, tool_id: str, *, call: bool
 ) -> str:
     """The raw path of the id of tool call or result ``tool_id`` in message ``index``."""
-    key = "input" if context.format == "openai-responses" else "messages"
+    key = messages_key(context.format)
     items = request.get(key)
     raw = items[index] if isinstance(items, list) and index < len(items) else None
     where = f"{key}.{index}"

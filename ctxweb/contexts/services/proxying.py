@@ -24,7 +24,7 @@ from typing import Any
 from django.utils import timezone
 
 from compaction.errors import FormatError
-from compaction.messages import message_hash, parse, render
+from compaction.messages import message_hash, messages_key, parse, render
 from compaction.messages.model import Context, Message
 from compaction.streams import provider_answer
 from ctxweb.accounts.models import Project
@@ -47,12 +47,8 @@ _MEMORY: dict[int, OrderedDict[str, tuple[tuple[str, ...], float]]] = {}
 _LOCK = threading.Lock()
 
 
-def _key(format: str) -> str:
-    return "input" if format == "openai-responses" else "messages"
-
-
 def _hashes(format: str, request: dict[str, Any], extra: list[dict[str, Any]]) -> tuple[str, ...]:
-    key = _key(format)
+    key = messages_key(format)
     items = list(request.get(key) or [])
     if isinstance(request.get(key), str):  # a Responses request's bare string input
         items = [{"role": "user", "content": request[key]}]
@@ -242,7 +238,7 @@ def proxy_record(
             source=SOURCE,
         )
         try:
-            answered = _hashes(format, {**request, _key(format): []}, answer.messages)
+            answered = _hashes(format, {**request, messages_key(format): []}, answer.messages)
         except FormatError:
             answered = ()
         following = (original or hashes) + answered
