@@ -69,6 +69,7 @@ def test_the_public_api_is_pinned() -> None:
             "message_from_dict",
             "message_hash",
             "message_to_dict",
+            "messages_key",
             "parse",
             "render",
         ]
