@@ -15,10 +15,7 @@ from rest_framework.views import APIView
 from ctxweb.api.access import not_found, require_access, require_session, require_writer
 from ctxweb.api.errors import ApiError
 from ctxweb.api.schema import example
-from ctxweb.api.serializers import (
-    TurnIngestInput,
-    TurnIngestOutput,
-)
+from ctxweb.api.serializers import TurnIngestInput, TurnIngestOutput, turn_ingest_input
 from ctxweb.contexts import selectors, services
 from ctxweb.shapes import TurnOutput, shape_secrets
 
@@ -78,9 +75,11 @@ class TurnIngestApi(APIView):
                 f"A session id has at most {EXTERNAL_ID_MAX} characters.",
                 fields={"external_id": f"at most {EXTERNAL_ID_MAX} characters"},
             )
-        data = TurnIngestInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        body = data.validated_data
+        body = turn_ingest_input(request.data)
+        if body is None:  # the serializer's checks and messages
+            data = TurnIngestInput(data=request.data)
+            data.is_valid(raise_exception=True)
+            body = data.validated_data
         context = services.turn_request_parse(
             project=access.project,
             external_id=external_id,
