@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -123,13 +124,19 @@ def daphne_guards() -> None:
     - **No form parsing.** Twisted parses form and multipart bodies into ``args`` that daphne
       never reads (a second copy of every upload) and answers a bare, empty 400 itself when it
       cannot parse one; turned off, every body reaches Django, which answers in the API's shape.
+    - **The access log line after the answer.** Twisted sends what a response writes on the
+      event loop's next turn, and daphne writes the request's access log line before that turn
+      (a write to its output, a pipe to journald or a terminal): every answer waited for its log
+      line. The line is now written on the loop's next turn too, after the answer has left.
     """
     try:
         from daphne.http_protocol import WebRequest
+        from daphne.server import Server
     except ImportError:  # not served by daphne
         return
     if getattr(WebRequest, "_ctxweb_guarded", False):
         return
+    log_after_sending(Server)
     original_init = WebRequest.__init__
     original_length = WebRequest.gotLength
     original_chunk = WebRequest.handleContentChunk
@@ -181,6 +188,25 @@ def daphne_guards() -> None:
     WebRequest.gotLength = gotLength
     WebRequest.handleContentChunk = handleContentChunk
     WebRequest._ctxweb_guarded = True
+
+
+def log_after_sending(server: Any) -> None:
+    """Make daphne's ``server`` class write its access log lines on the event loop's next turn
+    (after the sockets' writes that turn makes ready); at once where no loop runs."""
+
+    def log_action(self: Any, protocol: Any, action: str, details: dict[str, Any]) -> None:
+        if not self.action_logger:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.action_logger(protocol, action, details)
+            return
+        # A timer: the loop runs it after the callbacks of the sockets found ready on its next
+        # turn (call_soon would run it before them).
+        loop.call_later(0, self.action_logger, protocol, action, details)
+
+    server.log_action = log_action
 
 
 def _too_large_body(what: str, limit: int) -> bytes:

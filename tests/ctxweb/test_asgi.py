@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,8 +20,9 @@ from asgiref.sync import async_to_sync
 
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn
+from ctxweb.middleware import log_after_sending
 from tests.support.builders import body, history
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import Daphne, create_key, daphne, embedded_env
 from tests.support.world import World
 
 
@@ -115,11 +117,17 @@ def test_a_declared_length_over_the_cap_is_refused_before_reading(
 
 
 @pytest.fixture(scope="module")
-def capped_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daphne, str]]:
     env = embedded_env(tmp_path_factory.mktemp("asgi"), CTXWEB_MAX_REQUEST_BYTES="200000")
     key = create_key(env, role="ingest")
     with daphne(env) as server:
-        yield f"127.0.0.1:{server.port}", key
+        yield server, key
+
+
+@pytest.fixture
+def capped_server(live: tuple[Daphne, str]) -> tuple[str, str]:
+    server, key = live
+    return f"127.0.0.1:{server.port}", key
 
 
 def post_chunked(host: str, key: str, data: bytes) -> tuple[int, Any]:
@@ -181,3 +189,43 @@ def test_daphne_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
     assert response.status == 400
     assert response.getheader("Content-Type") == "application/json"
     assert "file" in answer["error"]["fields"]
+
+
+def test_daphne_still_logs_each_request(live: tuple[Daphne, str]) -> None:
+    """The access log line is written after the answer, and still written."""
+    server, _ = live
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    connection.request("GET", "/api/v1/health?logged=1")
+    assert connection.getresponse().read()
+    connection.close()
+    for _ in range(50):
+        if '"GET /api/v1/health?logged=1" 200' in server.log:
+            break
+        time.sleep(0.1)
+    assert '"GET /api/v1/health?logged=1" 200' in server.log, server.output
+
+
+def test_an_access_log_line_waits_for_the_sockets_written_on_the_next_turn() -> None:
+    """What the loop finds ready on its next turn (a socket to write the answer to) goes before
+    the log line; outside a loop the line is written at once."""
+    order: list[str] = []
+
+    class Server:
+        def action_logger(self, protocol: Any, action: str, details: dict[str, Any]) -> None:
+            order.append(f"log {action} {details['path']}")
+
+    log_after_sending(Server)
+
+    async def answer() -> None:
+        loop = asyncio.get_running_loop()
+        Server().log_action(None, "http", {"path": "/a"})  # type: ignore[attr-defined]
+        order.append("logged?")
+        # The next turn's ready socket callbacks, as Twisted's writes are: queued as the loop
+        # handles events, before its timers.
+        loop.call_soon(order.append, "answer sent")
+        await asyncio.sleep(0.01)
+
+    asyncio.run(answer())
+    assert order == ["logged?", "answer sent", "log http /a"]
+    Server().log_action(None, "http", {"path": "/b"})  # type: ignore[attr-defined]
+    assert order[-1] == "log http /b"
