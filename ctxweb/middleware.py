@@ -119,8 +119,8 @@ def daphne_guards() -> None:
     - **Bodies in memory, handed over whole.** Twisted writes a body past 100 KB to a temporary
       file and daphne hands it to the application 8 KB at a time (a late turn's 0.74 MB body was
       90 messages, 2 ms through the event loop): a body with a declared length up to
-      ``FILE_UPLOAD_MAX_MEMORY_SIZE`` is kept in memory, and handed over in messages of up to
-      :data:`BODY_MESSAGE_BYTES`.
+      ``FILE_UPLOAD_MAX_MEMORY_SIZE`` is kept in memory as the pieces it arrived in
+      (:class:`ReceivedBody`), and handed over in messages of up to :data:`BODY_MESSAGE_BYTES`.
     - **No form parsing.** Twisted parses form and multipart bodies into ``args`` that daphne
       never reads (a second copy of every upload) and answers a bare, empty 400 itself when it
       cannot parse one; turned off, every body reaches Django, which answers in the API's shape.
@@ -170,7 +170,7 @@ def daphne_guards() -> None:
             refuse(self, f"The request body is {length} bytes")
             return
         if length is not None and length <= settings.FILE_UPLOAD_MAX_MEMORY_SIZE:
-            self.content = io.BytesIO()
+            self.content = ReceivedBody()
             return
         original_length(self, length)
 
@@ -188,6 +188,66 @@ def daphne_guards() -> None:
     WebRequest.gotLength = gotLength
     WebRequest.handleContentChunk = handleContentChunk
     WebRequest._ctxweb_guarded = True
+
+
+class ReceivedBody(io.BufferedIOBase):
+    """A request body kept as the pieces the socket gave (Twisted's ``content`` file: written to,
+    then read from the start), joined once when it is first read: one copy of the body. A
+    ``BytesIO`` copied each piece in as the body arrived, copied itself as it grew, and again
+    when daphne read it whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._position = 0
+        self._joined: bytes | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._checkClosed()  # type: ignore[attr-defined]
+        if self._joined is not None or self._position != self._size:
+            raise io.UnsupportedOperation("a received body is written once, at its end")
+        piece = bytes(data)
+        self._pieces.append(piece)
+        self._size += len(piece)
+        self._position = self._size
+        return len(piece)
+
+    def tell(self) -> int:
+        self._checkClosed()  # type: ignore[attr-defined]
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._checkClosed()  # type: ignore[attr-defined]
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._checkClosed()  # type: ignore[attr-defined]
+        if self._joined is None:
+            self._joined = b"".join(self._pieces)
+            self._pieces = []
+        start = min(self._position, self._size)
+        end = self._size if size is None or size < 0 else min(self._size, start + size)
+        self._position = end
+        if start == 0 and end == self._size:
+            return self._joined  # the whole body: no copy
+        return self._joined[start:end]
+
+    def close(self) -> None:
+        self._pieces = []
+        self._joined = None
+        super().close()
 
 
 def log_after_sending(server: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from asgiref.sync import async_to_sync
 
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn
-from ctxweb.middleware import log_after_sending
+from ctxweb.middleware import ReceivedBody, log_after_sending
 from tests.support.builders import body, history
 from tests.support.servers import Daphne, create_key, daphne, embedded_env
 from tests.support.world import World
@@ -229,3 +230,42 @@ def test_an_access_log_line_waits_for_the_sockets_written_on_the_next_turn() -> 
     assert order == ["logged?", "answer sent", "log http /a"]
     Server().log_action(None, "http", {"path": "/b"})  # type: ignore[attr-defined]
     assert order[-1] == "log http /b"
+
+
+def test_a_received_body_reads_back_what_was_written_in_pieces() -> None:
+    """Twisted writes a body in pieces, asks where it ends and goes back to its start; daphne
+    reads it in messages (the whole at once: the very bytes joined, not a copy)."""
+    received = ReceivedBody()
+    assert received.write(b'{"a": ') == 6
+    received.write(memoryview(b'"x" * 3}'))
+    assert received.tell() == 14
+    assert received.seek(0, io.SEEK_SET) == 0
+    whole = received.read(1024 * 1024)
+    assert whole == b'{"a": "x" * 3}'
+    assert received.read(10) == b""
+    received.seek(0)
+    assert received.read() is whole
+    received.seek(2)
+    assert (received.read(3), received.read()) == (b'a":', b' "x" * 3}')
+    with pytest.raises(io.UnsupportedOperation):
+        received.write(b"more")  # written once, then read
+    received.close()
+    assert received.closed
+    with pytest.raises(ValueError, match="closed"):
+        received.read()
+
+
+def test_daphne_reads_a_large_body_whole(live: tuple[Daphne, str]) -> None:
+    """A body of many socket reads (under the cap) arrives whole and in order."""
+    server, key = live
+    big = body(history(3, output="".join(f"line {i}\n" for i in range(5_000))))
+    raw = json.dumps(big).encode()
+    assert 150_000 < len(raw) < 200_000
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    connection.request("POST", "/api/v1/sessions/large/turns", body=raw, headers=headers)
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    connection.close()
+    assert response.status == 201, answer
+    assert answer["index"] == 0
