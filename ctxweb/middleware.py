@@ -213,7 +213,7 @@ class ReceivedBody(io.BufferedIOBase):
         return True
 
     def write(self, data: Any) -> int:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         if self._joined is not None or self._position != self._size:
             raise io.UnsupportedOperation("a received body is written once, at its end")
         piece = bytes(data)
@@ -223,17 +223,17 @@ class ReceivedBody(io.BufferedIOBase):
         return len(piece)
 
     def tell(self) -> int:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         return self._position
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
         self._position = max(0, base + offset)
         return self._position
 
     def read(self, size: int | None = -1) -> bytes:
-        self._checkClosed()  # type: ignore[attr-defined]
+        self._checkClosed()
         if self._joined is None:
             self._joined = b"".join(self._pieces)
             self._pieces = []
