@@ -488,28 +488,38 @@ def test_a_retry_of_a_turn_hashed_the_former_way_is_still_recognized(world: Worl
     assert post(client, "s1", other).status_code == 409
 
 
-def test_a_retry_of_a_turn_hashed_with_json_s_floats_is_still_recognized(world: World) -> None:
-    """Bodies are hashed as msgspec writes canonical JSON, which writes a float's exponent
-    (``1e-7``) otherwise than :mod:`json` did (``1e-07``): a turn hashed before keeps its
-    retries."""
-    client = world.api(world.ingest_key)
-    request = {**chat(SYSTEM, ASK), "temperature": 1e-07, "top_p": 1e16}
-    body = {"format": "openai-chat", "request": request, "turn_id": "t-1"}
-    assert post(client, "s1", body).status_code == 201
+def json_hashed(body: dict[str, Any]) -> str:
+    """A body's idempotency hash as json wrote canonical JSON (sorted keys, no spaces)."""
 
-    def sha256(value: Any) -> str:  # canonical JSON as json wrote it
+    def sha256(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
-    context = parse("openai-chat", request)
-    hashes = [sha256(message_to_dict(m)) for m in context.messages]
+    request = body["request"]
+    hashes = [sha256(message_to_dict(m)) for m in parse("openai-chat", request).messages]
     joined = hashlib.sha256("".join(hashes).encode()).hexdigest()
-    former = {**body, "request": {**request, "messages": {"ctxweb:messages_sha256": joined}}}
-    assert Turn.objects.get().body_hash != sha256(former)  # the exponents differ
-    Turn.objects.update(body_hash=sha256(former))
-    assert post(client, "s1", body).status_code == 200
+    return sha256({**body, "request": {**request, "messages": {"ctxweb:messages_sha256": joined}}})
+
+
+def test_a_body_is_hashed_as_json_wrote_it_but_for_floats_exponents(world: World) -> None:
+    """Bodies are hashed as msgspec writes canonical JSON: json's bytes, so the hashes stored
+    before still stand, but for a float's exponent (``1e-7``, where json wrote ``1e-07``); a
+    turn hashed json's way keeps its retries even then."""
+    client = world.api(world.ingest_key)
+    request = {**chat(SYSTEM, ASK, CALL, RESULT), "temperature": 0.25, "max_tokens": 9, "n": 1}
+    body = {"format": "openai-chat", "request": request, "turn_id": "t-1"}
+    assert post(client, "s1", body).status_code == 201
+    assert Turn.objects.get().body_hash == json_hashed(body)
+
+    request = {**chat(SYSTEM, ASK), "temperature": 1e-07, "top_p": 1e16}
+    body = {"format": "openai-chat", "request": request, "turn_id": "t-1"}
+    assert post(client, "s2", body).status_code == 201
+    turn = Turn.objects.get(session__external_id="s2")
+    assert turn.body_hash != json_hashed(body)  # the exponents differ
+    Turn.objects.filter(pk=turn.pk).update(body_hash=json_hashed(body))
+    assert post(client, "s2", body).status_code == 200
     other = {**body, "request": {**request, "temperature": 2e-07}}
-    assert post(client, "s1", other).status_code == 409
+    assert post(client, "s2", other).status_code == 409
 
 
 @pytest.mark.parametrize("synchronous", [True, False])
