@@ -124,10 +124,14 @@ def daphne_guards() -> None:
     - **No form parsing.** Twisted parses form and multipart bodies into ``args`` that daphne
       never reads (a second copy of every upload) and answers a bare, empty 400 itself when it
       cannot parse one; turned off, every body reaches Django, which answers in the API's shape.
-    - **The access log line after the answer.** Twisted sends what a response writes on the
-      event loop's next turn, and daphne writes the request's access log line before that turn
-      (a write to its output, a pipe to journald or a terminal): every answer waited for its log
-      line. The line is now written on the loop's next turn too, after the answer has left.
+    - **The access log line after the answer.** daphne wrote the request's access log line (a
+      write to its output, a pipe to journald or a terminal) before the answer left: every
+      answer waited for its log line. The line is now written on the loop's next turn, after
+      the answer has left.
+    - **An answer written at once.** Twisted sends what a response writes on the event loop's
+      next turn (it asks the loop to say when the socket can be written to, then writes); each
+      body message of an answer is now sent to its socket when daphne hands it over
+      (:func:`write_now`), a turn of the loop sooner.
     """
     try:
         from daphne.http_protocol import WebRequest
@@ -140,6 +144,7 @@ def daphne_guards() -> None:
     original_init = WebRequest.__init__
     original_length = WebRequest.gotLength
     original_chunk = WebRequest.handleContentChunk
+    original_reply = WebRequest.handle_reply
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
@@ -184,10 +189,31 @@ def daphne_guards() -> None:
             return
         original_chunk(self, data)
 
+    def handle_reply(self: Any, message: dict[str, Any]) -> None:
+        channel = self.channel  # None once the answer is finished
+        original_reply(self, message)
+        if message.get("type") == "http.response.body" and channel is not None:
+            write_now(channel.transport)
+
     WebRequest.__init__ = __init__
     WebRequest.gotLength = gotLength
     WebRequest.handleContentChunk = handleContentChunk
+    WebRequest.handle_reply = handle_reply
     WebRequest._ctxweb_guarded = True
+
+
+def write_now(transport: Any, reactor: Any = None) -> None:
+    """Send what was written to Twisted's ``transport`` now, as the event loop would on its
+    next turn (with the same handling of a socket that fails or was closed meanwhile). Nothing
+    for a transport that holds no data waiting (an answer already sent, a TLS wrapper) or a
+    reactor that is not asyncio's."""
+    if not getattr(transport, "_tempDataLen", 0):
+        return
+    if reactor is None:
+        from twisted.internet import reactor
+    ready = getattr(reactor, "_readOrWrite", None)  # AsyncioSelectorReactor's write callback
+    if ready is not None:
+        ready(transport, False)
 
 
 class ReceivedBody(io.BufferedIOBase):

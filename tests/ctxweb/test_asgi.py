@@ -12,6 +12,7 @@ import asyncio
 import http.client
 import io
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from asgiref.sync import async_to_sync
 
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn
-from ctxweb.middleware import ReceivedBody, log_after_sending
+from ctxweb.middleware import ReceivedBody, log_after_sending, write_now
 from tests.support.builders import body, history
 from tests.support.servers import Daphne, create_key, daphne, embedded_env
 from tests.support.world import World
@@ -230,6 +231,42 @@ def test_an_access_log_line_waits_for_the_sockets_written_on_the_next_turn() -> 
     assert order == ["logged?", "answer sent", "log http /a"]
     Server().log_action(None, "http", {"path": "/b"})  # type: ignore[attr-defined]
     assert order[-1] == "log http /b"
+
+
+def test_an_answer_is_written_to_its_socket_at_once() -> None:
+    """Twisted holds a write until the event loop's next turn; ``write_now`` sends it at once,
+    and the loop has nothing left to write."""
+    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+    from twisted.internet.protocol import Protocol
+    from twisted.internet.tcp import Connection
+
+    loop = asyncio.new_event_loop()
+    ours, theirs = socket.socketpair()
+    try:
+        reactor = AsyncioSelectorReactor(loop)
+        ours.setblocking(False)
+        theirs.setblocking(False)
+        transport = Connection(ours, Protocol(), reactor)
+        transport.connected = True  # as a server's accepted connection is
+        transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        with pytest.raises(BlockingIOError):
+            theirs.recv(100)  # waits for the loop
+        assert transport in reactor.getWriters()
+        write_now(transport, reactor)
+        assert theirs.recv(100) == b"HTTP/1.1 200 OK\r\n\r\n"
+        assert transport not in reactor.getWriters()
+        write_now(transport, reactor)  # nothing waits: nothing happens
+        with pytest.raises(BlockingIOError):
+            theirs.recv(100)
+        # A peer gone: the reactor's own handling closes the connection.
+        theirs.close()
+        transport.write(b"more")
+        write_now(transport, reactor)
+        assert transport.disconnected
+    finally:
+        ours.close()
+        theirs.close()
+        loop.close()
 
 
 def test_a_received_body_reads_back_what_was_written_in_pieces() -> None:
