@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.cache import cache
 from django.db import close_old_connections, connection
 
+from ctxweb import ratelimit
 from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.contexts.services.proxying import proxy_prepare, proxy_record
@@ -165,33 +165,19 @@ def _header(headers: Sequence[tuple[str, str]], name: str) -> str:
     return next((value for key, value in headers if key.lower() == name), "").strip()
 
 
-#: A rate's period, as ``CTXWEB_RATE_LIMIT`` writes it (``1200/min``), in seconds.
-PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def _wait_before(key: ApiKey) -> int | None:
     """Seconds the key must wait when it is over ``CTXWEB_RATE_LIMIT`` (a fixed window per
-    key, counted in the shared cache), else None; an unreachable cache lets the call through."""
-    rate = str(getattr(settings, "CTXWEB_RATE_LIMIT", "") or "")
-    if not rate:
+    key, counted in the shared cache: :mod:`ctxweb.ratelimit`), else None; an unreachable cache
+    lets the call through."""
+    rate = ratelimit.parse_rate(str(getattr(settings, "CTXWEB_RATE_LIMIT", "") or ""))
+    if rate is None:
         return None
-    number, _, period = rate.partition("/")
-    seconds = PERIODS.get(period.strip()[:1].lower(), 0)
-    allowed = int(number) if number.strip().isdigit() else 0
-    if not allowed or not seconds:
-        return None
-    now = time.time()
-    window = int(now // seconds)
-    name = f"ctxweb-throttle:proxy:{key.pk}:{key.key_hash[:16]}:{window}"
     try:
-        try:
-            count = cache.incr(name)  # one round trip once the window has begun
-        except ValueError:  # the window's first call
-            count = 1 if cache.add(name, 1, seconds + 1) else cache.incr(name)
+        hit = ratelimit.hit(f"ctxweb-throttle:proxy:{key.pk}:{key.key_hash[:16]}", rate)
     except Exception:
         logger.warning("proxy rate limit not checked: the cache is unavailable")
         return None
-    return int(seconds - now % seconds) + 1 if count > allowed else None
+    return hit.wait(rate)
 
 
 def _admit(raw_key: str) -> tuple[ApiKey | None, int | None]:

@@ -192,7 +192,8 @@ else:
 CACHES = {
     "default": (
         {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's, with one Redis client per process (ctxweb.cache)
+            "BACKEND": "ctxweb.cache.RedisCache",
             "LOCATION": REDIS_URL,
             # A hung Redis must not hang every API request (the throttle then lets it through).
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
