@@ -31,15 +31,25 @@ from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
 
 
 def late_turns_over_http(
-    bodies: list[bytes], *, late: int, database_url: str | None = None, profile: bool = False
+    bodies: list[bytes],
+    *,
+    late: int,
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    rate_limits: bool = False,
+    profile: bool = False,
 ) -> dict[str, Any]:
     """Post ``bodies`` (one session's turns, JSON) to a fresh server; the last ``late`` turns'
     latency, ``json.loads`` of the same bytes, and (with ``profile``) the server's hottest frames.
+    With ``redis_url``, the server's channel layer and cache are on Redis (the production shape);
+    with ``rate_limits``, the default ones apply (else they are off).
     """
     data = Path(tempfile.mkdtemp(prefix="ctxweb-e2e-"))
-    extra = {"CTXWEB_RATE_LIMIT": ""}
+    extra = {} if rate_limits else {"CTXWEB_RATE_LIMIT": ""}
     if database_url:
         extra["DATABASE_URL"] = database_url
+    if redis_url:
+        extra["REDIS_URL"] = redis_url
     env = embedded_env(data, **extra)
     key = create_key(env, role="ingest")
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}

@@ -49,6 +49,8 @@ from record import DOCS, machine, write_section  # noqa: E402
 from tests.support.transcripts import find_transcripts  # noqa: E402
 
 BENCH_DB = "ctxweb_bench"
+#: The production shape's Redis (channel layer, cache) for the HTTP row.
+BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 LATE = 100
 #: Statements the database runs that are no query of a turn's (SQLite sends BEGIN as one).
 TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "COMMIT")
@@ -158,6 +160,12 @@ def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:
         fresh()
         result["tools"] = late_turns_over_http(tooled, late=LATE, database_url=url)
         result["tools"]["tools_kb"] = len(json.dumps(agent_tools())) / 1e3
+        if url is not None:
+            progress(f"[{backend}] through HTTP, the production shape: {len(bodies)} turns")
+            fresh()
+            result["production"] = late_turns_over_http(
+                bodies, late=LATE, database_url=url, redis_url=BENCH_REDIS, rate_limits=True
+            )
         return result
     finally:
         if url is not None:
@@ -554,7 +562,10 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             f"**Through HTTP**: `coding_session({args.http_turns}, seed={args.seed}, "
             f"target_tokens={args.http_tokens})` posted turn after turn to one live "
             "`daphne ctxweb.asgi:application` over a keep-alive connection (the embedded shape on "
-            "SQLite; on PostgreSQL the same server with `DATABASE_URL`), rate limits off. Latency "
+            "SQLite; on PostgreSQL the same server with `DATABASE_URL`), rate limits off; the "
+            "production shape adds Redis (`REDIS_URL`: channels-redis, every turn publishing "
+            "`turn.created`, and the Redis cache of API keys and rate-limit counters) and the "
+            "default rate limits. Latency "
             f"of the last {LATE} turns at the client, against `json.loads` of the same bytes "
             "timed in the same loop (target: median latency ≤ 3 × json.loads).",
             "",
@@ -570,6 +581,16 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                 f"{h['json_loads_ms']:.2f} ms | **{h['ratio']:.1f}×** | "
                 f"{h['zstd_body_kb']:.0f} KB, {h['zstd_late_median_ms']:.1f} ms |"
             )
+        for r in results.values():
+            p = r["http"].get("production")
+            if p:
+                lines.append(
+                    f"| {r['database']} + Redis, default rate limits (the production shape) | "
+                    f"{p['tokens']:,} | {p['body_mb']:.2f} MB | "
+                    f"{p['late_median_ms']:.1f} / {p['late_p95_ms']:.1f} ms | "
+                    f"{p['json_loads_ms']:.2f} ms | **{p['ratio']:.1f}×** | "
+                    f"{p['zstd_body_kb']:.0f} KB, {p['zstd_late_median_ms']:.1f} ms |"
+                )
         tooled = [r for r in results.values() if "tools" in r["http"]]
         if tooled:
             kb = tooled[0]["http"]["tools"]["tools_kb"]
