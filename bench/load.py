@@ -1,7 +1,8 @@
 """Load benchmark: sustained ingestion over HTTP against several daphne processes on PostgreSQL.
 
 Usage: ``.venv/bin/python bench/load.py [--servers 3] [--clients 12] [--readers 4]
-[--turns 200] [--target-tokens 150000] [--redis-url redis://127.0.0.1:6379/14] [--no-write]``
+[--turns 200] [--target-tokens 150000] [--redis-url redis://127.0.0.1:6379/14] [--rounds 2]
+[--no-write]``
 
 Creates a throwaway database ``ctxweb_load`` on ``$BENCH_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``), migrates it, creates a project and an ingest
@@ -24,6 +25,9 @@ the other with keep-alive connections, each phase the same sessions under new id
    the process remembers the previous turn);
 4. **ingest + chart**: phase 1 again while ``--readers`` threads fetch the chart data
    (``GET /api/v1/sessions/{id}/turns``) of random live sessions as fast as they can.
+
+Phases 1-3 run ``--rounds`` times, in the order above and then reversed, and each is reported
+over its rounds (the machine's speed drifts during a run: no routing always runs first).
 
 Latency is measured by the client (loopback, whole request). The database is dropped afterwards.
 Results go to ``docs/benchmarks.md`` under ``## Load`` (the other sections are kept).
@@ -340,7 +344,32 @@ def run_phase(
         "sessions": len(shared.live),
     }
     progress(json.dumps(result))
+    result["latencies"] = ingest
     return result
+
+
+def merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One phase's rounds as one: turns over the rounds' seconds, latencies pooled."""
+    first = rounds[0]
+    if len(rounds) == 1:
+        return {**first, "rounds": [first["turns_per_second"]]}
+    seconds = sum(r["seconds"] for r in rounds)
+    turns = sum(r["turns"] for r in rounds)
+    sent = sum(r["megabytes_per_second"] * r["seconds"] for r in rounds)
+    errors: dict[str, int] = {}
+    for r in rounds:
+        for what, count in r["ingest_errors"].items():
+            errors[what] = errors.get(what, 0) + count
+    return {
+        **first,
+        "seconds": seconds,
+        "turns": turns,
+        "turns_per_second": turns / seconds,
+        "megabytes_per_second": sent / seconds,
+        "ingest": percentiles([x for r in rounds for x in r["latencies"]]),
+        "ingest_errors": errors,
+        "rounds": [r["turns_per_second"] for r in rounds],
+    }
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -398,10 +427,34 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         lines.append(
             f"| {r['phase']} ({r['clients']} clients"
             + (f", {r['readers']} chart readers" if r["readers"] else "")
-            + f") | **{r['turns_per_second']:.1f}** ({r['turns']:,} turns)"
+            + f") | **{r['turns_per_second']:.1f}** ({r['turns']:,} turns"
+            + (
+                "; rounds " + ", ".join(f"{x:.1f}" for x in r["rounds"])
+                if len(r.get("rounds", [])) > 1
+                else ""
+            )
+            + ")"
             f" | {r['megabytes_per_second']:.1f} ({r['mean_body_kb']:.0f} KB) | {ms(r['ingest'])}"
             f" | {sum(r['ingest_errors'].values())} | {chart} |"
         )
+    by_phase = {r["phase"]: r for r in results}
+    robin, sticky = by_phase.get("ingest, round robin"), by_phase.get("ingest, sticky")
+    if robin and sticky and sticky["turns_per_second"]:
+        each = [a / b for a, b in zip(robin["rounds"], sticky["rounds"], strict=True) if b]
+        lines += [
+            "",
+            f"Round robin / sticky: {robin['turns_per_second']:.1f} /"
+            f" {sticky['turns_per_second']:.1f} turns/s ="
+            f" **{robin['turns_per_second'] / sticky['turns_per_second']:.0%}** (target: within"
+            " 10%)."
+            + (
+                f" Each routing ran {args.rounds} times, in alternating order; the figures are"
+                " turns over the rounds' seconds, latencies pooled; round by round, round robin"
+                " / sticky = " + ", ".join(f"{x:.0%}" for x in each) + "."
+                if args.rounds > 1
+                else ""
+            ),
+        ]
     lines += [
         "",
         "Round robin sends the posts of all clients to the processes in one rotation, as a load"
@@ -447,6 +500,9 @@ def main() -> None:
         help="agents start each session at this turn (its first post holds the context so far)",
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="runs of each ingest routing (orders alternate)"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
@@ -477,19 +533,27 @@ def main() -> None:
                 readers=0,
                 bodies=[session[: args.warmup_turns] for session in bodies],
             )
-            results = [
-                *(
-                    run_phase(
-                        args,
-                        key,
-                        ports,
-                        f"ingest, {routing}",
-                        routing=routing,
-                        readers=0,
-                        bodies=bodies,
+            # Each routing once per round, the order reversed every other round: the machine's
+            # speed drifts (and the database grows) during a run, and no routing keeps one place.
+            rounds: dict[str, list[dict[str, Any]]] = {routing: [] for routing in ROUTINGS}
+            for number in range(args.rounds):
+                order = ROUTINGS if number % 2 == 0 else ROUTINGS[::-1]
+                for routing in order:
+                    rounds[routing].append(
+                        run_phase(
+                            args,
+                            key,
+                            ports,
+                            f"ingest, {routing}" + (f" {number + 1}" if args.rounds > 1 else ""),
+                            routing=routing,
+                            readers=0,
+                            bodies=bodies,
+                        )
                     )
-                    for routing in ROUTINGS
-                ),
+            results = [
+                {**merged(rounds[routing]), "phase": f"ingest, {routing}"} for routing in ROUTINGS
+            ]
+            results.append(
                 run_phase(
                     args,
                     key,
@@ -498,8 +562,8 @@ def main() -> None:
                     routing="round robin",
                     readers=args.readers,
                     bodies=bodies,
-                ),
-            ]
+                )
+            )
             for server in servers:
                 server.stop()
             errors = [line for s in servers for line in s.lines if "Error" in line]
