@@ -76,3 +76,12 @@ def test_debug_is_exported_for_make_run_only() -> None:
     assert re.search(r"^run: (export )?DEBUG \??= 1$", database, re.MULTILINE), (
         "make run sets DEBUG"
     )
+
+
+def test_a_rate_limit_that_is_no_rate_stops_the_process_naming_it(tmp_path: Path) -> None:
+    env = clean_env(tmp_path) | {"CTXWEB_RATE_LIMIT_COSTLY": "120 per minute"}
+    done = run([sys.executable, "manage.py", "check"], env)
+    assert done.returncode != 0
+    assert "'120 per minute' is not a rate" in done.stderr
+    good = run([sys.executable, "manage.py", "check"], env | {"CTXWEB_RATE_LIMIT_COSTLY": "2/s"})
+    assert good.returncode == 0, good.stderr

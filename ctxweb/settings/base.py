@@ -14,6 +14,7 @@ import dj_database_url
 import django_stubs_ext
 
 from ctxweb.datadir import BASE_DIR, data_dir, secret_key
+from ctxweb.ratelimit import parse_rate
 
 # Lets classes like ModelAdmin[Project] be subscripted at run time, as the type stubs expect.
 django_stubs_ext.monkeypatch()
@@ -275,6 +276,9 @@ SPECTACULAR_SETTINGS = {
 # operations, imports) again. "N/s", "N/min", "N/hour" or "N/day"; empty turns a limit off.
 CTXWEB_RATE_LIMIT = os.environ.get("CTXWEB_RATE_LIMIT", "1200/min")
 CTXWEB_RATE_LIMIT_COSTLY = os.environ.get("CTXWEB_RATE_LIMIT_COSTLY", "120/min")
+# A value that is no rate stops the process here, naming it (not every request later).
+parse_rate(CTXWEB_RATE_LIMIT)
+parse_rate(CTXWEB_RATE_LIMIT_COSTLY)
 
 # Previews plan over a whole context inside the web process: at most CTXWEB_PREVIEW_WORKERS at
 # once per process, each stopped after CTXWEB_PREVIEW_SECONDS (the API answers 422, or 503 when
