@@ -10,6 +10,7 @@ import uuid
 import pytest
 from django.conf import settings
 from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 
 from ctxweb.cache import RedisCache
 
@@ -21,10 +22,9 @@ def redis_cache() -> RedisCache:
     return RedisCache(settings.REDIS_URL, {"KEY_PREFIX": f"test-{uuid.uuid4().hex}"})
 
 
-def test_the_settings_use_it_with_redis() -> None:
+def test_the_settings_use_it_with_redis_and_local_memory_without() -> None:
     backend = caches.create_connection("default")
-    expected = RedisCache if settings.REDIS_URL else object
-    assert isinstance(backend, expected)
+    assert isinstance(backend, RedisCache if settings.REDIS_URL else LocMemCache)
 
 
 def test_one_client_serves_every_call_and_thread(redis_cache: RedisCache) -> None:
