@@ -74,9 +74,15 @@ def parse(request: Mapping[str, Any]) -> Context:
     return build(req)
 
 
-def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -> Context:
+def build(
+    req: Mapping[str, Any],
+    messages: tuple[Message, ...] | None = None,
+    *,
+    tools: tuple[ToolDefinition, ...] | None = None,
+) -> Context:
     """The context of a depth-checked request object; ``messages``, when given, are its
-    ``messages`` already parsed (by :mod:`compaction.messages.incremental`)."""
+    ``messages`` already parsed, and ``tools`` its tool definitions, parsed from an equal value
+    (by :mod:`compaction.messages.incremental`)."""
     consumed = {"messages"}
     extra: dict[str, Any] = {}
     items = expect_list(req.get("messages", MISSING), "messages")
@@ -86,13 +92,15 @@ def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -
     if req.get("system") is not None:
         consumed.add("system")
         system = _parse_content(req["system"], "system", extra, system_only=True)
-    tools: tuple[ToolDefinition, ...] = ()
     if req.get("tools") is not None:
         consumed.add("tools")
         items = expect_list(req["tools"], "tools")
         if not items:
             add_explicit(extra, "tools")
-        tools = tuple(_parse_tool(t, join("tools", i)) for i, t in enumerate(items))
+        if tools is None:
+            tools = tuple(_parse_tool(t, join("tools", i)) for i, t in enumerate(items))
+    if tools is None:
+        tools = ()
     max_output_tokens = opt_int(req, "max_tokens", "")
     if max_output_tokens is not None:
         consumed.add("max_tokens")

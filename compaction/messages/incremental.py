@@ -38,7 +38,7 @@ import msgspec
 from compaction.errors import FormatError
 from compaction.messages import anthropic, openai_chat, openai_responses, parse
 from compaction.messages._common import MAX_DEPTH, check_depth, expect_obj, join
-from compaction.messages.model import Context, Message
+from compaction.messages.model import Context, Message, ToolDefinition
 
 __all__ = ["ParseMemo", "parse_incremental"]
 
@@ -47,11 +47,18 @@ __all__ = ["ParseMemo", "parse_incremental"]
 class _Adapter:
     key: str
     parse_message: Callable[[object, str], Message]
-    build: Callable[[Mapping[str, Any], tuple[Message, ...] | None], Context]
+    build: Callable[..., Context]
+    #: The request's keys whose values the format parses into the context's tools.
+    tool_keys: tuple[str, ...] = ("tools",)
 
 
 _ADAPTERS: Final[dict[str, _Adapter]] = {
-    "openai-chat": _Adapter(openai_chat.MESSAGES, openai_chat.parse_message, openai_chat.build),
+    "openai-chat": _Adapter(
+        openai_chat.MESSAGES,
+        openai_chat.parse_message,
+        openai_chat.build,
+        openai_chat.TOOL_KEYS,
+    ),
     "anthropic-messages": _Adapter(anthropic.MESSAGES, anthropic.parse_message, anthropic.build),
     "openai-responses": _Adapter(
         openai_responses.MESSAGES, openai_responses.parse_item, openai_responses.build
@@ -78,6 +85,9 @@ class ParseMemo:
         checked: the request's other objects and arrays (tools, a system prompt's blocks) by
             key, as their compact JSON: the next request's equal ones are not depth-checked again
             (an agent sends tens of KB of tool definitions with every call).
+        tools: the context's tool definitions, and ``tools_mark`` what the request's tool keys
+            held (their compact JSON, empty for none): a request whose tool keys hold the same
+            takes the very same definitions instead of parsing them again.
     """
 
     format: str
@@ -87,6 +97,8 @@ class ParseMemo:
     reused: int = 0
     key: str = ""
     checked: Mapping[str, bytes] = field(default_factory=dict)
+    tools: tuple[ToolDefinition, ...] | None = None
+    tools_mark: tuple[bytes, ...] | None = None
 
 
 def parse_incremental(
@@ -149,8 +161,40 @@ def _parse(
         if not plain:
             typed.append(index)
     parsed = tuple(messages)
-    memo = ParseMemo(format, tuple(raw), parsed, tuple(typed), reused, adapter.key, checked)
-    return adapter.build(req, parsed), memo
+    tools_mark = _tools_mark(req, adapter.tool_keys, checked)
+    known = None
+    if previous is not None and previous.format == format and previous.tools_mark == tools_mark:
+        known = previous.tools if tools_mark is not None else None
+    context = adapter.build(req, parsed, tools=known)
+    memo = ParseMemo(
+        format,
+        tuple(raw),
+        parsed,
+        tuple(typed),
+        reused,
+        adapter.key,
+        checked,
+        context.tools if tools_mark is not None else None,
+        tools_mark,
+    )
+    return context, memo
+
+
+def _tools_mark(
+    req: Mapping[str, Any], keys: tuple[str, ...], checked: Mapping[str, bytes]
+) -> tuple[bytes, ...] | None:
+    """What ``req``'s tool keys hold, as compact JSON (empty for an absent or null key), or None
+    when one holds what is neither (the format refuses it). Equal marks are equal JSON values
+    of equal types (``1``, ``1.0`` and ``true`` encode apart): they parse to equal tools."""
+    mark: list[bytes] = []
+    for key in keys:
+        if req.get(key) is None:
+            mark.append(b"")
+        elif key in checked:
+            mark.append(checked[key])
+        else:
+            return None
+    return tuple(mark)
 
 
 def _common_prefix(items: list[Any], previous: ParseMemo) -> int:

@@ -65,6 +65,8 @@ __all__ = ["MESSAGES", "build", "parse", "parse_message", "render"]
 
 #: The request key of the message list.
 MESSAGES = "messages"
+#: The request's keys that hold tool definitions (``functions``: the legacy ones).
+TOOL_KEYS = ("tools", "functions")
 
 _ROLES: dict[str, Role] = {
     "system": "system",
@@ -86,25 +88,33 @@ def parse(request: Mapping[str, Any]) -> Context:
     return build(req)
 
 
-def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -> Context:
+def build(
+    req: Mapping[str, Any],
+    messages: tuple[Message, ...] | None = None,
+    *,
+    tools: tuple[ToolDefinition, ...] | None = None,
+) -> Context:
     """The context of a depth-checked request object; ``messages``, when given, are its
-    ``messages`` already parsed (by :mod:`compaction.messages.incremental`)."""
+    ``messages`` already parsed, and ``tools`` its tool definitions, parsed from an equal value
+    (by :mod:`compaction.messages.incremental`)."""
     consumed = {"messages"}
     extra: dict[str, Any] = {}
     items = expect_list(req.get("messages", MISSING), "messages")
     if messages is None:
         messages = tuple(parse_message(m, join("messages", i)) for i, m in enumerate(items))
-    tools: list[ToolDefinition] = []
-    for key in ("tools", "functions"):
+    parsed: list[ToolDefinition] = []
+    for key in TOOL_KEYS:
         if req.get(key) is None:
             continue
         consumed.add(key)
         items = expect_list(req[key], key)
         if not items:
             add_explicit(extra, key)
+        if tools is not None:
+            continue
         for i, tool in enumerate(items):
             path = join(key, i)
-            tools.append(
+            parsed.append(
                 _parse_function(tool, path) if key == "functions" else _parse_tool(tool, path)
             )
     max_output_tokens = None
@@ -119,7 +129,7 @@ def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -
     return Context(
         format="openai-chat",
         messages=messages,
-        tools=tuple(tools),
+        tools=tools if tools is not None else tuple(parsed),
         max_output_tokens=max_output_tokens,
         extra=extra,
     )

@@ -89,10 +89,16 @@ def parse(request: Mapping[str, Any]) -> Context:
     return build(req)
 
 
-def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -> Context:
+def build(
+    req: Mapping[str, Any],
+    messages: tuple[Message, ...] | None = None,
+    *,
+    tools: tuple[ToolDefinition, ...] | None = None,
+) -> Context:
     """The context of a depth-checked request object; ``messages``, when given, are its
     ``input`` items already parsed (by :mod:`compaction.messages.incremental`), so only when
-    ``input`` is a list."""
+    ``input`` is a list; ``tools``, when given, its tool definitions, parsed from an equal
+    value."""
     consumed: set[str] = set()
     extra: dict[str, Any] = {}
     system: tuple[Part, ...] = ()
@@ -114,13 +120,15 @@ def build(req: Mapping[str, Any], messages: tuple[Message, ...] | None = None) -
         if messages is None:
             messages = tuple(parse_item(item, join("input", i)) for i, item in enumerate(listed))
         items = messages
-    tools: tuple[ToolDefinition, ...] = ()
     if req.get("tools") is not None:
         consumed.add("tools")
         defs = expect_list(req["tools"], "tools")
         if not defs:
             add_explicit(extra, "tools")
-        tools = tuple(_parse_tool(t, join("tools", i)) for i, t in enumerate(defs))
+        if tools is None:
+            tools = tuple(_parse_tool(t, join("tools", i)) for i, t in enumerate(defs))
+    if tools is None:
+        tools = ()
     max_output_tokens = opt_int(req, "max_output_tokens", "")
     if max_output_tokens is not None:
         consumed.add("max_output_tokens")

@@ -266,3 +266,48 @@ def test_tools_changed_after_the_call_are_checked_again() -> None:
     with pytest.raises(FormatError) as expected:
         parse("openai-chat", request)
     assert str(raised.value) == str(expected.value)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "tool"),
+    [
+        ("openai-chat", {"type": "function", "function": {"name": "t", "parameters": {"n": 1}}}),
+        ("anthropic-messages", {"name": "t", "input_schema": {"type": "object", "n": 1}}),
+        ("openai-responses", {"type": "function", "name": "t", "parameters": {"n": 1}}),
+    ],
+)
+def test_tools_equal_to_the_previous_requests_are_not_parsed_again(
+    fmt: str, tool: dict[str, Any]
+) -> None:
+    key = KEYS[fmt]
+    message = {"role": "user", "content": "a"}
+    first = {"model": "m", "tools": [tool, tool], key: [message]}
+    before, memo = parse_incremental(fmt, first)
+    # the same tools, decoded afresh, with another message: the very same definitions
+    again = json.loads(json.dumps({**first, key: [message, message]}))
+    context, memo = parse_incremental(fmt, again, memo)
+    assert context.tools is before.tools
+    assert context == parse(fmt, again)
+    # a number of another type (1.0 for 1) is another value: parsed again, as parse does
+    twin = json.loads(json.dumps(again).replace('"n": 1', '"n": 1.0'))
+    changed, memo = parse_incremental(fmt, twin, memo)
+    assert changed.tools is not before.tools
+    assert changed == parse(fmt, twin)
+    # no tools, then an empty list: each as parse gives it
+    for tools in (None, []):
+        request = {**twin, "tools": tools}
+        context, memo = parse_incremental(fmt, request, memo)
+        assert context == parse(fmt, request)
+        assert context.tools == ()
+
+
+def test_legacy_functions_count_in_what_the_tools_are() -> None:
+    tool = {"type": "function", "function": {"name": "t", "parameters": {}}}
+    function = {"name": "f", "parameters": {}}
+    message = {"role": "user", "content": "a"}
+    first = {"tools": [tool], "messages": [message]}
+    _, memo = parse_incremental("openai-chat", first)
+    both = {**first, "functions": [function]}
+    context, _ = parse_incremental("openai-chat", both, memo)
+    assert context == parse("openai-chat", both)
+    assert [t.name for t in context.tools] == ["t", "f"]
