@@ -263,3 +263,67 @@ def test_a_real_agent_session_posted_turn_by_turn(
         assert response.status_code in (200, 201), response.content[:300]
         assert stored_messages(world, "real") == parse(session.format, request).messages
     assert sum(1 for c in reuses if c) >= len(reuses) // 2 > 0
+
+
+def stored_context(world: World, external_id: str) -> Any:
+    session = selectors.session_get(project=world.project, external_id=external_id)
+    assert session is not None
+    turn = Turn.objects.filter(session=session).order_by("-index").first()
+    assert turn is not None
+    return selectors.turn_context(turn=turn)
+
+
+def test_a_large_request_member_the_previous_body_sent_is_not_decoded_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coding agent's tool definitions (tens of KB, the same bytes every call) are taken from
+    the previous body's decoded value; tools that change, or a key written twice (the last one
+    counts), are read as a decoder reads the whole body."""
+    from ctxweb.api import parsers
+
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{k}",
+                "description": "Does one thing of the agent's work. " * 20,
+                "parameters": {"type": "object", "properties": {"p": {"type": "integer"}}},
+            },
+        }
+        for k in range(12)
+    ]
+    tools_bytes = len(json.dumps(tools))
+    assert tools_bytes > 8_000
+    decoded: list[int] = []
+    plain = parsers._DECODER
+
+    class Counting:
+        def decode(self, raw: Any) -> Any:
+            decoded.append(len(raw))
+            return plain.decode(raw)
+
+    monkeypatch.setattr(parsers, "_DECODER", Counting())
+    client = world.api(world.ingest_key)
+
+    def post(turns: int, request_tools: Any, raw_tools: bytes | None = None) -> Any:
+        sent = body(turns)
+        sent["request"]["tools"] = request_tools
+        raw = json.dumps(sent).encode()
+        if raw_tools is not None:  # the request's tools written twice: the last one counts
+            raw = raw.replace(b'"tools": ', b'"tools": ' + raw_tools + b', "tools": ', 1)
+        decoded.clear()
+        response = send(client, "members", raw)
+        assert response.status_code == 201, response.content
+        assert stored_context(world, "members").tools == parse("openai-chat", sent["request"]).tools
+        return response
+
+    post(1, tools)
+    assert tools_bytes in decoded  # the first body: its tools decoded from their own bytes
+    post(2, tools)
+    assert decoded
+    assert tools_bytes not in decoded  # the same bytes: taken, not decoded
+    changed = [*tools[:-1], {**tools[-1], "function": {**tools[-1]["function"], "name": "x"}}]
+    post(3, changed)
+    assert len(json.dumps(changed)) in decoded  # other bytes: decoded
+    post(4, tools[:2], raw_tools=json.dumps(changed).encode())
+    assert [t.name for t in stored_context(world, "members").tools] == ["tool_0", "tool_1"]
