@@ -232,7 +232,7 @@ def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, rou
     sessions, so phases compare the same work."""
     connections = Connections(shared.ports)
     posts = itertools.count(client)
-    external_id = f"{re.sub(r'[^a-z]+', '-', phase)}{client}"
+    external_id = f"{re.sub(r'[^a-z0-9]+', '-', phase)}-{client}"
     shared.live.append(external_id)
     try:
         for payload in shared.bodies[client % len(shared.bodies)]:
@@ -253,9 +253,9 @@ def agent(shared: Shared, args: argparse.Namespace, client: int, phase: str, rou
             except OSError as error:
                 shared.ingest.error(type(error).__name__)
                 continue
-            if status in (200, 201):
+            if status == 201:
                 shared.ingest.ok(time.perf_counter() - started, len(payload))
-            else:
+            else:  # 200 too: a retry of a stored turn, not an ingested one
                 shared.ingest.error(str(status))
     finally:
         connections.close()
