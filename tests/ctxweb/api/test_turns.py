@@ -102,6 +102,40 @@ def test_a_turn_id_reused_with_another_body_is_a_conflict(world: World) -> None:
     assert Turn.objects.count() == 1
 
 
+def test_a_retry_of_a_long_sessions_latest_turn_hashes_no_message_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that stored a turn knows its messages' hashes: a retry of it is recognized
+    without hashing the whole context again (a late turn's retry cost a whole context's hashing);
+    a conflicting body is still told apart."""
+    client = world.api(world.ingest_key)
+    history = [SYSTEM, ASK]
+    for n in range(20):
+        history += [
+            {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "id": f"call_{n}"}]},
+            {**RESULT, "tool_call_id": f"call_{n}"},
+        ]
+        sent = {"format": "openai-chat", "request": chat(*history), "turn_id": f"t-{n}"}
+        assert post(client, "long", sent).status_code == 201
+    hashed: list[str] = []
+    digest = hashlib.sha256
+
+    def counting(data: bytes = b"") -> Any:
+        hashed.append("x")
+        return digest(data)
+
+    monkeypatch.setattr("ctxweb.contexts.services._canonical.hashlib.sha256", counting)
+    again = post(client, "long", sent)
+    assert again.status_code == 200
+    assert again.json()["index"] == 19
+    # the API key's hash and the body's own two, not one per message (42 of them)
+    assert len(hashed) <= 3
+    hashed.clear()
+    other = {**sent, "request": chat(*history[:-1], {**history[-1], "content": "changed"})}
+    assert post(client, "long", other).status_code == 409
+    assert len(hashed) > len(history)  # a mismatch: every former way of hashing is tried
+
+
 def test_reported_usage_is_kept_and_the_excess_is_unattributed(world: World) -> None:
     body = {
         "format": "anthropic-messages",
