@@ -265,9 +265,9 @@ def turn_ingest(
                 # A retry of this process's latest turn: the plan holds every message's hash
                 # (the messages it shares with that turn, taken from it); else, or for a turn
                 # hashed as older versions did, every message is hashed again.
-                known = [*plan.prefix.hashes, *plan.digests] if plan is not None else None
-                same = known is not None and (
-                    _body_digest(body, context, known) == existing.body_hash
+                hashes = [*plan.prefix.hashes, *plan.digests] if plan is not None else None
+                same = hashes is not None and (
+                    _body_digest(body, context, hashes) == existing.body_hash
                 )
                 if not same and not _same_body(existing.body_hash, body, context):
                     raise TurnConflict(turn_id)
