@@ -31,13 +31,13 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
 
-__all__ = ["BodySpans", "Reused", "decode_reusing", "spans_of"]
+__all__ = ["BodySpans", "MemberDecoder", "Reused", "decode_reusing", "spans_of"]
 
 _OBJECT: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ARRAY: Final = msgspec.json.Decoder(list[msgspec.Raw])
@@ -87,6 +87,71 @@ class Reused:
     data: Any
     count: int
     spans: BodySpans
+
+
+class MemberDecoder:
+    """``decode`` of a body, but for the large members of its object at ``key`` that ``before``
+    holds with the same bytes: those are the values decoded then (a coding agent's 81 KB of tool
+    definitions, the same every call, took 0.3 ms to decode on every turn).
+
+    The body and its ``key`` object are read as their members' raw bytes (msgspec checks the
+    JSON and builds no value), each other member is decoded from its own bytes: the result
+    equals ``decode(body)``, the same keys in the same order, the last of two equal keys kept,
+    and a body that does not decode raises what decoding it raises. A body that is not an object
+    holding an object at ``key`` is decoded whole. A member of ``min_bytes`` or more, not named
+    in ``skip``, is kept in ``members`` (its bytes and value), for the next body's ``before``.
+
+    Example:
+        >>> import json
+        >>> tools = [{"name": "t", "description": "x" * 5000}]
+        >>> first = MemberDecoder(json.loads, {})
+        >>> data = first(json.dumps({"request": {"tools": tools, "n": 1}}).encode())
+        >>> second = MemberDecoder(json.loads, first.members)
+        >>> again = second(json.dumps({"request": {"tools": tools, "n": 2}}).encode())
+        >>> again["request"]["tools"] is data["request"]["tools"], again["request"]["n"]
+        (True, 2)
+    """
+
+    def __init__(
+        self,
+        decode: Callable[[bytes], Any],
+        before: Mapping[str, tuple[bytes, Any]],
+        *,
+        key: str = "request",
+        skip: Collection[str] = (),
+        min_bytes: int = 4 * 1024,
+    ) -> None:
+        self.decode = decode
+        self.before = before
+        self.key = key
+        self.skip = skip
+        self.min_bytes = min_bytes
+        self.members: dict[str, tuple[bytes, Any]] = {}
+
+    def __call__(self, body: bytes) -> Any:
+        self.members = {}
+        try:
+            top = _OBJECT.decode(body)
+            inner = _OBJECT.decode(top[self.key])
+        except (msgspec.DecodeError, KeyError, ValueError, RecursionError):
+            return self.decode(body)
+        data: dict[str, Any] = {}
+        for key, raw in top.items():
+            if key != self.key:
+                data[key] = self.decode(bytes(raw))
+                continue
+            values: dict[str, Any] = {}
+            for name, member in inner.items():
+                blob = bytes(member)
+                if name in self.skip or len(blob) < self.min_bytes:
+                    values[name] = self.decode(blob)
+                    continue
+                seen = self.before.get(name)
+                value = seen[1] if seen is not None and seen[0] == blob else self.decode(blob)
+                self.members[name] = (blob, value)
+                values[name] = value
+            data[key] = values
+        return data
 
 
 def spans_of(raw: bytes, path: tuple[str, ...]) -> BodySpans | None:

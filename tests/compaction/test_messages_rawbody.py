@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.messages.rawbody import BodySpans, decode_reusing, spans_of
+from compaction.messages.rawbody import BodySpans, MemberDecoder, decode_reusing, spans_of
 
 PATH = ("request", "messages")
 decode = msgspec.json.Decoder().decode
@@ -239,3 +239,65 @@ def test_members_before_the_array_that_repeat_are_stepped_over_by_comparison() -
         assert reused is not None
         assert reused.data == decode(second)
         assert reused.count == 3
+
+
+# -- MemberDecoder: large members the previous body sent taken from their decoded values ----------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.dictionaries(text, value, max_size=4),
+    second=st.dictionaries(text, value, max_size=4),
+    keep=st.booleans(),
+    how=spelling,
+    min_bytes=st.sampled_from([0, 8, 10**6]),
+)
+def test_members_decode_as_the_whole_body_does(
+    first: dict[str, Any], second: dict[str, Any], keep: bool, how: dict[str, Any], min_bytes: int
+) -> None:
+    before = MemberDecoder(decode, {}, min_bytes=min_bytes)
+    raw = dumps({"format": "x", "request": first, "turn": 1}, how)
+    assert before(raw) == decode(raw)
+    request = {**first, **second} if keep else second
+    raw = dumps({"request": request, "turn": 2}, how)
+    after = MemberDecoder(decode, before.members, min_bytes=min_bytes)
+    decoded = after(raw)
+    assert decoded == decode(raw)
+    assert list(decoded["request"]) == list(decode(raw)["request"])  # the same order
+
+
+def test_a_member_sent_again_is_the_value_decoded_then_and_a_changed_one_is_not() -> None:
+    tools = [{"name": f"t{k}", "description": "x" * 200} for k in range(30)]
+    first = MemberDecoder(decode, {}, skip=("messages",))
+    data = first(json.dumps({"request": {"tools": tools, "messages": ["a" * 9000]}}).encode())
+    assert set(first.members) == {"tools"}  # the messages are skipped: they change
+    again = MemberDecoder(decode, first.members, skip=("messages",))
+    same = again(json.dumps({"request": {"messages": [], "tools": tools}}).encode())
+    assert same["request"]["tools"] is data["request"]["tools"]
+    changed = MemberDecoder(decode, first.members)
+    other = [*tools[:-1], {"name": "t29", "description": "y" * 200}]
+    got = changed(json.dumps({"request": {"tools": other}}).encode())
+    assert got["request"]["tools"] == other
+    assert got["request"]["tools"] is not data["request"]["tools"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"request": {"tools": [1], "tools": [2]}}',  # the last of two keys
+        b'{"request": 3}',  # no object there: decoded whole
+        b"[1, 2]",
+        b'{"other": {}}',
+    ],
+)
+def test_bodies_of_other_shapes_decode_as_the_whole_body_does(raw: bytes) -> None:
+    assert MemberDecoder(decode, {}, min_bytes=0)(raw) == decode(raw)
+
+
+def test_a_body_that_does_not_decode_raises_what_decoding_it_raises() -> None:
+    for raw in (b'{"request": {"tools": [1,]}}', b'{"request": {"a": "\\ud800"}}', b"{"):
+        with pytest.raises(msgspec.DecodeError) as expected:
+            decode(raw)
+        with pytest.raises(msgspec.DecodeError) as raised:
+            MemberDecoder(decode, {}, min_bytes=0)(raw)
+        assert str(raised.value) == str(expected.value)

@@ -11,13 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgspec
-
 from compaction.errors import FormatError
 from compaction.messages import FORMATS as FORMATS  # the formats a turn may be sent in
 from compaction.messages import Context, messages_key
 from compaction.messages.incremental import ParseMemo, parse_incremental
-from compaction.messages.rawbody import BodySpans, decode_reusing, spans_of
+from compaction.messages.rawbody import BodySpans, MemberDecoder, decode_reusing, spans_of
 from compaction.turns import ToolScan, tool_scan
 from ctxweb.accounts.models import Project
 
@@ -35,7 +33,8 @@ class TurnBody:
 
     ``members`` holds the request's large members other than its messages (a coding agent's
     tens of KB of tool definitions, a long system prompt): their bytes and decoded values, for
-    the next body to take them from when it sends the same bytes (:class:`_MemberDecoder`)."""
+    the next body to take them from when it sends the same bytes
+    (:class:`~compaction.messages.rawbody.MemberDecoder`)."""
 
     spans: BodySpans | None
     misses: int = 0
@@ -74,53 +73,6 @@ BODY_REUSE_MIN_BYTES = 32 * 1024
 #: A member of a request at least this large (other than its messages) that the session's
 #: previous body sent byte for byte is taken from that body's decoded value.
 MEMBER_REUSE_MIN_BYTES = 4 * 1024
-_RAW_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
-
-
-class _MemberDecoder:
-    """``decode`` of a body, but for the large members of its ``request`` object that
-    ``before`` holds with the same bytes: those are the values decoded then (a coding agent's
-    81 KB of tool definitions took 0.3 ms to decode on every turn).
-
-    The body and its ``request`` are read as their members' raw bytes (msgspec checks the JSON
-    and builds no value), each other member is decoded from its own bytes: the result equals
-    ``decode(body)``, the same keys in the same order, the last of two equal keys kept, and a
-    body that does not decode raises what decoding it raises. A body that is not an object
-    holding a ``request`` object is decoded whole. ``members`` then holds this body's large
-    members, for the next.
-    """
-
-    def __init__(
-        self, decode: Callable[[bytes], Any], before: Mapping[str, tuple[bytes, Any]]
-    ) -> None:
-        self.decode = decode
-        self.before = before
-        self.members: dict[str, tuple[bytes, Any]] = {}
-
-    def __call__(self, body: bytes) -> Any:
-        self.members = {}
-        try:
-            top = _RAW_OBJECT.decode(body)
-            request = _RAW_OBJECT.decode(top["request"])
-        except (msgspec.DecodeError, KeyError, ValueError, RecursionError):
-            return self.decode(body)
-        data: dict[str, Any] = {}
-        for key, raw in top.items():
-            if key != "request":
-                data[key] = self.decode(bytes(raw))
-                continue
-            values: dict[str, Any] = {}
-            for name, member in request.items():
-                blob = bytes(member)
-                if name in MESSAGE_KEYS or len(blob) < MEMBER_REUSE_MIN_BYTES:
-                    values[name] = self.decode(blob)
-                    continue
-                seen = self.before.get(name)
-                value = seen[1] if seen is not None and seen[0] == blob else self.decode(blob)
-                self.members[name] = (blob, value)
-                values[name] = value
-            data[key] = values
-        return data
 
 
 def turn_body_decode(
@@ -142,7 +94,12 @@ def turn_body_decode(
         previous = _PARSED.get((project.pk, external_id))
     before = previous.body if previous is not None else None
     misses = 0
-    members = _MemberDecoder(decode, before.members if before is not None else {})
+    members = MemberDecoder(
+        decode,
+        before.members if before is not None else {},
+        skip=MESSAGE_KEYS,
+        min_bytes=MEMBER_REUSE_MIN_BYTES,
+    )
     if before is not None:
         spans = before.spans
         memo = previous.memo  # type: ignore[union-attr]
