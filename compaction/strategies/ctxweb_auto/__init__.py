@@ -20,7 +20,8 @@ Steps, each run only while the counted total is still above the target:
    messages (a previous summary's pointers are carried over), so every fact of what it removes
    stays reachable, not only those the summary has room for. A summary that would cost more
    than the digests it replaces has its prose cut rather than being skipped, and its prose gives
-   way to the fact lines of what it replaced when both do not fit (facts before prose).
+   way to the fact lines of what it replaced when both do not fit (facts before prose), and
+   so, after it, do the digests' quotes of a turn's last reply.
 
 Then **give back**: the steps are coarse, so when the plan lands under 90% of the target the
 most recent shrunk tool outputs are widened again (whole, or head and tail around their pointer)

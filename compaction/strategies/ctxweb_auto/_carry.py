@@ -7,8 +7,8 @@ A shrunk tool output gets a ``facts:`` line after its pointer; a shrunk tool-cal
 it inside the string that holds the pointer (the arguments stay valid JSON); a digest or summary
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
 When the room runs out, the summary's prose gives way first (its goal and next steps last), then
-the facts that cost the most tokens (an error name is kept before any other): the room keeps as
-many facts as it can buy.
+the digests' quotes of a turn's last reply, then the facts that cost the most tokens (an error
+name is kept before any other): the room keeps as many facts as it can buy.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from compaction.strategies.ctxweb_auto._facts import (
     message_facts,
     part_facts,
 )
+from compaction.strategies.ctxweb_auto._give import unquote
 from compaction.strategies.ctxweb_auto._steps import Sources
 from compaction.strategies.ctxweb_auto._summaries import make_room
 from compaction.strategies.ctxweb_auto._texts import FULL_TEXT, shrink_arguments
@@ -177,11 +178,14 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
         return total, 0, len(wanted)
     carriers = _carriers(draft, inserted)
     _assign(carriers, lost)
-    # facts before prose: the summary's prose gives way to the fact lines that do not fit (a
-    # cut line may hold facts of its own: they join the lost ones, hence a few rounds)
-    for _ in range(3):
+    # facts before prose: the summary's prose gives way to the fact lines that do not fit, then
+    # the digests' quotes of a last reply (a cut line may hold facts of its own: they join the
+    # lost ones, hence a few rounds)
+    for _ in range(4):
         need = _cost(draft, carriers) - room
         cut = make_room(draft, total, need, room, inserted)
+        if cut >= total:
+            cut = unquote(draft, total, need, room, inserted)
         if cut >= total:
             break
         room += total - cut

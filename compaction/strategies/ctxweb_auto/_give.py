@@ -6,6 +6,9 @@ is widened again, the most recent first, within the tokens the target leaves:
   around the pointer to its full text (the facts line it carries stays);
 - a digest of a turn (or of a turn's earlier steps): longer quotes of the request and the last
   reply (its facts and pointer stay).
+
+The other way, when the facts a plan took out do not fit what the target leaves: after the
+summary's prose, the digests' quotes of the last reply give way to them (:func:`unquote`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from compaction.strategies.ctxweb_auto._texts import (
 )
 from compaction.strategies.outputs import with_result_text
 
-__all__ = ["give_back"]
+__all__ = ["give_back", "unquote"]
 
 #: The share of the widened text kept before the pointer (the rest after it).
 HEAD_SHARE = 0.6
@@ -230,3 +233,54 @@ def _quotes(lines: list[str], turn: Sequence[Message]) -> list[tuple[int, str, s
         if text:
             found.append((at, label, text, tail))
     return found
+
+
+#: The quote lines :func:`unquote` takes out: a digest's last reply (a turn's, or the assistant's
+#: last words over a turn's steps). The user's request stays: it says what the turn was for.
+_TAIL_QUOTES = ("reply: ", "assistant: ")
+
+
+def unquote(draft: Draft, total: int, need: int, room: int, sources: Sources) -> int:
+    """Take the last-reply quote out of this plan's digests, the oldest first, until ``need``
+    tokens are freed for the facts of what the plan took out (a quote's own facts join them):
+    facts before prose, as the summary's prose gives way first. Nothing changes when the
+    ``room`` the target leaves (negative: the total is above it) would stay empty even so.
+    Returns the new total."""
+    if need <= 0:
+        return total
+    quiet: list[tuple[int, Message, int]] = []
+    freed = 0
+    for position, message in enumerate(draft.messages):
+        if freed >= need:
+            break
+        entry = sources.get(id(message))
+        if draft.origin[position] is not None or entry is None or entry[0] is not message:
+            continue
+        lines = message.text.split("\n")
+        if not lines[0].startswith((DIGEST_HEADER, STEPS_HEADER)):
+            continue
+        kept = [line for line in lines[1:] if not line.startswith(_TAIL_QUOTES)]
+        if len(kept) == len(lines) - 1:
+            continue
+        new = Message("user", (TextPart("\n".join([lines[0], *kept])),))
+        saved = draft.tokens(message) - draft.tokens(new)
+        if saved > 0:
+            quiet.append((position, new, saved))
+            freed += saved
+    if room + freed <= 0:
+        return total
+    for position, new, saved in quiet:
+        old = draft.messages[position]
+        draft.messages[position] = new
+        sources[id(new)] = (new, sources.pop(id(old))[1])
+        for i in range(len(draft.edits) - 1, -1, -1):
+            edit = draft.edits[i]
+            if edit.kind == "insert-summary" and edit.message_index == position:
+                draft.edits[i] = replace(
+                    edit,
+                    tokens_after=edit.tokens_after - saved,
+                    detail=f"{edit.detail}; its last reply's quote gave way to facts",
+                )
+                break
+        total -= saved
+    return total

@@ -258,6 +258,56 @@ def test_when_every_step_digested_still_misses_the_target_the_digest_drops_its_q
     assert plan.context.messages[-2:] == context.messages[-2:]
 
 
+def test_a_digest_s_quote_of_the_last_reply_gives_way_to_the_facts_it_lacks(counter):
+    messages = [sys("s"), u("change the flights of every reservation of mia_li_3975")]
+    for k in range(6):
+        said = "Looked it up; the next one comes after this, then I compare the fares. " * 2
+        messages += [
+            atc(
+                f"l{k}",
+                text=said if k == 3 else "",
+                name="get_reservation_details",
+                args=json.dumps({"reservation_id": f"RES{k}Z9"}),
+            ),
+            t(f"l{k}", json.dumps({"flights": [f"HAT{k}{j}1" for j in range(3)], "n": "x " * 60})),
+        ]
+    context = ctx(*messages)
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 375}, counter=counter)
+    # with the assistant's words quoted, the digest left a flight id out (26 of 27 facts)
+    assert plan.after.total <= 375
+    assert _facts(context) <= _facts(plan.context)
+    [digest] = [m for m in plan.context.messages if "digest of earlier steps" in m.text]
+    assert "assistant:" not in digest.text
+    assert "[EXTERNALIZED:" in digest.text
+
+
+def test_unquote_changes_nothing_unless_facts_need_the_room_and_it_makes_some(counter):
+    from compaction.messages.model import Message, TextPart
+    from compaction.strategies.ctxweb_auto._give import unquote
+    from compaction.strategies.ctxweb_auto._steps import STEPS_HEADER
+
+    steps = [atc("c1", name="read"), t("c1", "ok")]
+    text = f"{STEPS_HEADER} (2 messages)\ntools: read ×1\nassistant: " + "said words " * 30
+    digest = Message("user", (TextPart(f"{text}\nfull steps: {pointer('ab' * 32)}"),))
+
+    def draft():
+        d = Draft.start(ctx(sys("s"), u("go"), a("done")), counter)
+        d.insert(2, digest, "ctxweb step digest")
+        return d, {id(digest): (digest, steps)}
+
+    d, sources = draft()
+    total = d.total_tokens()
+    assert unquote(d, total, 0, 0, sources) == total  # no fact needs room
+    assert unquote(d, total, 5, -1000, sources) == total  # the room would stay empty
+    assert d.messages[2] is digest
+    after = unquote(d, total, 5, 0, sources)
+    assert after < total == after + counter.count_message(digest).total - d.tokens(d.messages[2])
+    assert "assistant:" not in d.messages[2].text
+    assert d.messages[2].text.endswith(pointer("ab" * 32))
+    assert sources[id(d.messages[2])][1] == steps  # still known as the steps' digest
+    assert d.edits[-1].tokens_after == d.tokens(d.messages[2])
+
+
 def test_the_search_aims_below_where_a_coarse_step_landed_to_make_room_for_facts():
     # a coarse step: any aim from 1,600 up lands the steps at 1,669 with 44 facts lost; only
     # an aim under 1,600 cuts deeper and leaves room to carry them
