@@ -232,7 +232,9 @@ def carrier_floor(context: Context, counter: Counter) -> int:
     """The fact floor plus what ctxweb must leave where it removes text: for each run of
     messages the floor leaves out, one carrier (at least its marker and its pointer to the full
     text, :data:`_BARE_CARRIER`). Nothing a user sent is lost, so a ctxweb plan that removes a
-    run writes where it went; below this, no such plan keeps 95% of the facts visible."""
+    run writes where it went. A diagnostic, not a proof: it prices the plan that removes every
+    message the floor leaves out (the way down to the floor); a plan keeping a short message
+    verbatim instead may join two runs and need one carrier fewer."""
     floor = fact_floor(context, counter)
     kept = {id(m) for m in _floor_messages(context)}
     runs = 0
@@ -557,7 +559,8 @@ def _auto_summary(rows: list[dict[str, Any]]) -> list[str]:
     lines.append(
         f"- diagnostic, the **carrier floor** (the fact floor plus, for each run of messages the"
         f" floor leaves out, the least a ctxweb carrier costs: the summary marker and a pointer"
-        f" to the full text, which a plan that loses nothing must leave): above the target on"
+        f" to the full text, which a plan that loses nothing leaves where it removes a run; it"
+        f" prices removing every such run, so it is an estimate, not a bound): above the target on"
         f" {len(possible) - len(carried)} of those {len(possible)}; on the other {len(carried)},"
         f" ctxweb-auto keeps ≥ 95% on {len(kept_carried)}."
     )
