@@ -576,7 +576,7 @@ def _auto_summary(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(
                 f"- {label}: "
                 + ", ".join(
-                    f"`{r['name'][:48]}` {_share(r['ctxweb-auto']):.0%}"
+                    f"`{r['name'][:48]}` {_share(r['ctxweb-auto']):.1%}"
                     f" ({r['ctxweb-auto']['kept']}/{r['ctxweb-auto']['facts']})"
                     for r in members[:8]
                 )

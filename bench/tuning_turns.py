@@ -112,7 +112,7 @@ def render(results: list[dict[str, Any]], every: int, when: str) -> str:
             # the turns the carrier floor allows first: there the plan, not the budget, fell short
             under = sorted(r["under"], key=lambda u: (not u[-1], u[0]))
             listed = ", ".join(
-                f"`{name}` {share:.0%} (at {landed:.2f}× the target"
+                f"`{name}` {share:.1%} (at {landed:.2f}× the target"
                 + ("" if allows else "; carrier floor above it")
                 + ")"
                 for share, name, _tokens, landed, allows in under[:8]

@@ -7,8 +7,9 @@ A shrunk tool output gets a ``facts:`` line after its pointer; a shrunk tool-cal
 it inside the string that holds the pointer (the arguments stay valid JSON); a digest or summary
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
 When the room runs out, the summary's prose gives way first (its goal and next steps last), then
-the digests' quotes of a turn's last reply, then the facts that cost the most tokens (an error
-name is kept before any other): the room keeps as many facts as it can buy.
+the digests' quotes of a turn's last reply and their tools lines, then the facts that cost the
+most tokens (an error name is kept before any other): the room keeps as many facts as it can
+buy.
 """
 
 from __future__ import annotations
@@ -179,9 +180,9 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
     carriers = _carriers(draft, inserted)
     _assign(carriers, lost)
     # facts before prose: the summary's prose gives way to the fact lines that do not fit, then
-    # the digests' quotes of a last reply (a cut line may hold facts of its own: they join the
-    # lost ones, hence a few rounds)
-    for _ in range(4):
+    # the digests' quotes of a last reply, then their tools lines (a cut line may hold facts of
+    # its own: they join the lost ones, hence a few rounds)
+    for _ in range(6):
         need = _cost(draft, carriers) - room
         cut = make_room(draft, total, need, room, inserted)
         if cut >= total:

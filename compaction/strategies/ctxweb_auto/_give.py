@@ -8,7 +8,8 @@ is widened again, the most recent first, within the tokens the target leaves:
   reply (its facts and pointer stay).
 
 The other way, when the facts a plan took out do not fit what the target leaves: after the
-summary's prose, the digests' quotes of the last reply give way to them (:func:`unquote`).
+summary's prose, the digests' quotes of the last reply give way to them, then their tools lines
+(:func:`unquote`).
 """
 
 from __future__ import annotations
@@ -235,39 +236,29 @@ def _quotes(lines: list[str], turn: Sequence[Message]) -> list[tuple[int, str, s
     return found
 
 
-#: The quote lines :func:`unquote` takes out: a digest's last reply (a turn's, or the assistant's
-#: last words over a turn's steps). The user's request stays: it says what the turn was for.
-_TAIL_QUOTES = ("reply: ", "assistant: ")
+#: What :func:`unquote` takes out of a digest, in this order, each with what its edit says: the
+#: quote of its last reply (a turn's, or the assistant's last words over a turn's steps), then the
+#: line of the tools it called (their names that are facts come back in its fact lines, without
+#: the counts). The user's request stays: it says what the turn was for; so do the error lines.
+GIVE_WAY = (
+    (("reply: ", "assistant: "), "its last reply's quote gave way to facts"),
+    (("tools: ",), "its tools line gave way to facts"),
+)
 
 
 def unquote(draft: Draft, total: int, need: int, room: int, sources: Sources) -> int:
-    """Take the last-reply quote out of this plan's digests, the oldest first, until ``need``
-    tokens are freed for the facts of what the plan took out (a quote's own facts join them):
-    facts before prose, as the summary's prose gives way first. Nothing changes when the
-    ``room`` the target leaves (negative: the total is above it) would stay empty even so.
-    Returns the new total."""
+    """Take lines out of this plan's digests for the facts of what the plan took out (a line's
+    own facts join them): the first kind of :data:`GIVE_WAY` that any digest still holds, the
+    oldest digest first, until ``need`` tokens are freed. Facts before prose, as the summary's
+    prose gives way first. Nothing changes when the ``room`` the target leaves (negative: the
+    total is above it) would stay empty even so. Returns the new total."""
     if need <= 0:
         return total
-    quiet: list[tuple[int, Message, int]] = []
-    freed = 0
-    for position, message in enumerate(draft.messages):
-        if freed >= need:
-            break
-        entry = sources.get(id(message))
-        if draft.origin[position] is not None or entry is None or entry[0] is not message:
-            continue
-        lines = message.text.split("\n")
-        if not lines[0].startswith((DIGEST_HEADER, STEPS_HEADER)):
-            continue
-        kept = [line for line in lines[1:] if not line.startswith(_TAIL_QUOTES)]
-        if len(kept) == len(lines) - 1:
-            continue
-        new = Message("user", (TextPart("\n".join([lines[0], *kept])),))
-        saved = draft.tokens(message) - draft.tokens(new)
-        if saved > 0:
-            quiet.append((position, new, saved))
-            freed += saved
-    if room + freed <= 0:
+    found = ((_without_lines(draft, labels, need, sources), said) for labels, said in GIVE_WAY)
+    quiet, detail = next(((q, said) for q, said in found if q), ([], ""))
+    if not quiet:
+        return total
+    if room + sum(saved for _, _, saved in quiet) <= 0:
         return total
     for position, new, saved in quiet:
         old = draft.messages[position]
@@ -279,8 +270,35 @@ def unquote(draft: Draft, total: int, need: int, room: int, sources: Sources) ->
                 draft.edits[i] = replace(
                     edit,
                     tokens_after=edit.tokens_after - saved,
-                    detail=f"{edit.detail}; its last reply's quote gave way to facts",
+                    detail=f"{edit.detail}; {detail}",
                 )
                 break
         total -= saved
     return total
+
+
+def _without_lines(
+    draft: Draft, labels: tuple[str, ...], need: int, sources: Sources
+) -> list[tuple[int, Message, int]]:
+    """This plan's digests without their lines starting with ``labels``, the oldest first until
+    ``need`` tokens are freed: (position, the new digest, tokens saved)."""
+    quiet: list[tuple[int, Message, int]] = []
+    freed = 0
+    for position, message in enumerate(draft.messages):
+        if freed >= need:
+            break
+        entry = sources.get(id(message))
+        if draft.origin[position] is not None or entry is None or entry[0] is not message:
+            continue
+        lines = message.text.split("\n")
+        if not lines[0].startswith((DIGEST_HEADER, STEPS_HEADER)):
+            continue
+        kept = [line for line in lines[1:] if not line.startswith(labels)]
+        if len(kept) == len(lines) - 1:
+            continue
+        new = Message("user", (TextPart("\n".join([lines[0], *kept])),))
+        saved = draft.tokens(message) - draft.tokens(new)
+        if saved > 0:
+            quiet.append((position, new, saved))
+            freed += saved
+    return quiet

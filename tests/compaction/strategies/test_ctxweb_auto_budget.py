@@ -306,6 +306,12 @@ def test_unquote_changes_nothing_unless_facts_need_the_room_and_it_makes_some(co
     assert d.messages[2].text.endswith(pointer("ab" * 32))
     assert sources[id(d.messages[2])][1] == steps  # still known as the steps' digest
     assert d.edits[-1].tokens_after == d.tokens(d.messages[2])
+    assert "tools: read ×1" in d.messages[2].text  # the quote went first, alone
+    # next, the tools line (the names it holds that are facts come back as fact lines)
+    assert unquote(d, after, 5, 0, sources) < after
+    assert d.messages[2].text.split("\n")[1:] == [f"full steps: {pointer('ab' * 32)}"]
+    assert "tools line gave way" in d.edits[-1].detail
+    assert unquote(d, 100, 5, 0, sources) == 100  # nothing left to take out
 
 
 def test_the_search_aims_below_where_a_coarse_step_landed_to_make_room_for_facts():
