@@ -27,8 +27,9 @@ ATTEMPTS = 8
 @dataclass
 class Attempt:
     """One pass of the steps aimed at ``aim``: the draft, its total after the steps alone
-    (``steps``) and after the facts were written back (``total``), the facts still lost and
-    the facts of the input."""
+    (``steps``) and after the facts were written back (``total``), the facts still lost, the
+    facts of the input, and what writing the lost ones would take (``lost_tokens``: their tokens
+    and a separator each; 0 when unknown)."""
 
     draft: Draft
     aim: int
@@ -36,6 +37,7 @@ class Attempt:
     total: int
     lost: int
     facts: int
+    lost_tokens: int = 0
 
     def key(self, target: int) -> tuple[bool, bool, int, int]:
         """Smaller is better: within the target first, then keeping 95% of the facts, landing
@@ -56,8 +58,9 @@ def search(
     original: int,
 ) -> Attempt:
     """The best attempt of at most :data:`ATTEMPTS`: aimed at the target first; lower while
-    facts are lost (by what carrying them would cost); then higher, halving the gap, while the
-    best lands under 90% of the target. Deterministic: the aims depend only on the input."""
+    facts are lost (by what carrying them would cost: their tokens); then higher, halving the
+    gap, while the best lands under 90% of the target. Deterministic: the aims depend only on
+    the input."""
     tried: dict[int, Attempt] = {}
 
     def attempt(aim: int) -> Attempt:
@@ -74,7 +77,10 @@ def search(
     # lower: make room for the facts the steps took out
     while current.lost and len(tried) < ATTEMPTS // 2:
         room = target - current.total
-        shortfall = max(current.lost * 6 - room, target // 50, 1)
+        # what carrying the lost facts takes: their own tokens when known (a long path costs
+        # tens), else a few a fact
+        need = max(current.lost_tokens, current.lost * 6)
+        shortfall = max(need - room, target // 50, 1)
         # below where the steps landed, not only below the aim: a coarse step may already
         # land under the aim, and aiming between the two changes nothing
         lower = attempt(min(current.aim, current.steps) - shortfall)

@@ -329,6 +329,21 @@ def test_the_search_aims_below_where_a_coarse_step_landed_to_make_room_for_facts
     assert best.total <= 1888
 
 
+def test_the_search_aims_lower_by_what_the_lost_facts_cost_not_by_their_number():
+    # five long paths lost (50 tokens each): an aim a few tokens a fact lower changes nothing;
+    # only one lower by their cost (under 1,800) leaves room to carry them
+    from compaction.strategies.ctxweb_auto._search import Attempt, search
+
+    def run(draft, params, summarizer, target, aim):
+        if aim >= 1800:
+            return Attempt(None, aim, 1990, 1995, 5, 80, 250)
+        return Attempt(None, aim, 1700, 1950, 0, 80)
+
+    best = search(run, None, {}, None, 2000, 6000)
+    assert best.lost == 0
+    assert best.total <= 2000
+
+
 def test_an_output_is_externalized_once_longer_than_what_stands_in_its_place() -> None:
     """A text is worth externalizing when it is longer than its pointer and description: sized
     with the pointer ctxweb-auto writes (a short id), not a full-length one."""
