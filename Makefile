@@ -58,7 +58,7 @@ test: install-dev
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy compaction ctxweb
+	$(VENV)/bin/mypy compaction ctxweb bench
 	$(VENV)/bin/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
 

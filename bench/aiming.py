@@ -148,7 +148,7 @@ def aim(strategy_id: str, context: Context, counter: Counter, target: int) -> Ru
         )
         ratio = body_est / max(_tokens(context, counter, body), 1)
 
-        def params(reserve: int) -> dict[str, Any]:
+        def copaw_params(reserve: int) -> dict[str, Any]:
             # reserve (cl100k) -> copaw's bytes/3.75 units; the window is sized so the reserve
             # is at most 30% of it and the threshold (compact_ratio × window) sits just under
             # the context's own estimate, above the system prompt, so it fires.
@@ -162,5 +162,7 @@ def aim(strategy_id: str, context: Context, counter: Counter, target: int) -> Ru
                 "reserve_ratio": round(min(max(wanted / window, 0.05), 0.3), 4),
             }
 
-        return _calibrated(strategy_id, context, counter, target, target - fixed - 1500, params, 1)
+        return _calibrated(
+            strategy_id, context, counter, target, target - fixed - 1500, copaw_params, 1
+        )
     raise ValueError(strategy_id)

@@ -127,7 +127,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             if backend == "postgresql":
                 with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
                     conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:

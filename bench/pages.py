@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, turns in sizes.items():
         session = Session.objects.get(project=project, external_id=f"bench-{name}")
         last = session.turns.order_by("-index").first()
+        assert last is not None, f"bench-{name} has no turn"
         results[name] = {
             "turns": turns,
             "messages": last.message_count,
