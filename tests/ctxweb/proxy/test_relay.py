@@ -19,10 +19,12 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import Daphne, create_key, daphne, embedded_env
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 TOOL = {"tool": "read_file", "arguments": {"path": "src/app.py"}}
+#: The running servers by URL, so a failure can show what the server wrote.
+RUNNING: dict[str, Daphne] = {}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +46,7 @@ def server(
     )
     key = create_key(env, role="ingest")
     with daphne(env) as running:
+        RUNNING[running.url] = running
         yield running.url, key, data
 
 
@@ -60,14 +63,20 @@ def settle(url: str, key: str, session: str, turns: int) -> dict[str, Any]:
     import time
 
     deadline = time.monotonic() + 30
+    seen: Any = None
     while True:
         try:
             detail: dict[str, Any] = api(url, key, f"sessions/{session}")
             if detail["turn_count"] >= turns:
                 return detail
-        except urllib.error.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"{session} has not {turns} turns"
+            seen = detail["turn_count"]
+        except urllib.error.HTTPError as failure:
+            seen = failure
+        running = RUNNING.get(url)
+        assert time.monotonic() < deadline, (
+            f"{session} has not {turns} turns (last seen: {seen}); the server's last lines:\n"
+            + (running.output if running is not None else "(not known)")
+        )
         time.sleep(0.1)
 
 
