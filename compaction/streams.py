@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ProviderAnswer", "provider_answer", "sse_events"]
+__all__ = ["ProviderAnswer", "provider_answer", "sse_events", "stream_finished"]
 
 
 @dataclass
@@ -131,6 +131,42 @@ def _responses_json(data: dict[str, Any]) -> ProviderAnswer:
     output = [item for item in data.get("output") or [] if isinstance(item, dict)]
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
     return ProviderAnswer(messages=output, usage=usage)
+
+
+#: The events that end a stream, by request format: what a client reads as the whole answer.
+_LAST_EVENTS = {
+    "anthropic-messages": ("message_stop",),
+    "openai-responses": ("response.completed", "response.incomplete", "response.failed"),
+}
+#: How far from its end a stream's last event is looked for.
+_TAIL = 16 * 1024
+
+
+def stream_finished(format: str, body: bytes) -> bool:
+    """Whether a server-sent event stream of a ``format`` request holds its last event (an
+    OpenAI chat stream's ``data: [DONE]``, Anthropic's ``message_stop``, a Responses stream's
+    ``response.completed``...), looked for near its end: the answer is whole even if the
+    connection ends before the stream does (an SDK closes it once it reads that event).
+
+    Example:
+        >>> stream_finished("openai-chat", b'data: {"choices":[]}\n\ndata: [DONE]\n\n')
+        True
+        >>> stream_finished("openai-chat", b'data: {"choices":[]}\n\n')
+        False
+    """
+    tail = body[-_TAIL:].decode("utf-8", errors="replace").replace("\r\n", "\n")
+    blocks = [b for b in tail.split("\n\n") if b.strip()]
+    if format == "openai-chat":
+        return any(
+            line.startswith("data:") and line[5:].strip() == "[DONE]"
+            for block in blocks[-2:]
+            for line in block.split("\n")
+        )
+    last = _LAST_EVENTS.get(format, ())
+    for _, event in sse_events("\n\n".join(blocks[-2:]).encode()):
+        if isinstance(event, dict) and event.get("type") in last:
+            return True
+    return False
 
 
 def provider_answer(format: str, body: bytes, *, streamed: bool) -> ProviderAnswer:

@@ -14,7 +14,9 @@ the same through Django's URLs (WSGI, the test client).
   comes back as the provider sent it, status and headers included, streamed chunk by chunk.
 - **Recorded off the caller's path**: ``POST chat/completions`` and ``responses`` (OpenAI) and
   ``POST messages`` (Anthropic) answered 2xx are recorded in a thread once the last chunk has
-  been relayed; a recording failure is counted and logged, and the call has succeeded anyway.
+  been relayed, or, for a stream, once its last event has (an SDK may leave as soon as it reads
+  it, before the upstream ends the stream); a caller that leaves mid-stream is not recorded. A
+  recording failure is counted and logged, and the call has succeeded anyway.
 - **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
   session, the start of the agent's request that the operation compacted is sent compacted
   (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
@@ -45,7 +47,11 @@ from django.db import close_old_connections, connection
 from ctxweb import ratelimit
 from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
-from ctxweb.contexts.services.proxying import proxy_prepare, proxy_record
+from ctxweb.contexts.services.proxying import (
+    proxy_answer_finished,
+    proxy_prepare,
+    proxy_record,
+)
 
 if TYPE_CHECKING:
     from ctxweb.accounts.models import ApiKey
@@ -285,6 +291,8 @@ async def relay(
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     project, key_id, sent = key.project, key.pk, body
 
+    encoded = answer.headers.get("content-encoding", "").lower() in ("gzip", "deflate")
+
     async def chunks() -> AsyncIterator[bytes]:
         kept: bytearray | None = bytearray() if format else None
         complete = False
@@ -298,23 +306,33 @@ async def relay(
                 yield chunk
             complete = True
         finally:
+            # A stream whose last event was relayed is a whole answer even when the caller
+            # leaves before its end (the openai SDK closes the connection once it reads
+            # ``[DONE]``, racing the upstream's end of stream): it is recorded all the same.
+            if kept is not None and format is not None:
+                received = bytes(kept)
+                whole = (
+                    not complete
+                    and streamed
+                    and not encoded
+                    and proxy_answer_finished(format, received)
+                )
+                if complete or whole:
+                    if encoded:
+                        received = zlib.decompress(received, zlib.MAX_WBITS | 32)
+                    _RECORDER.submit(
+                        _record,
+                        project=project,
+                        key_id=key_id,
+                        format=format,
+                        request_body=sent,
+                        response_body=received,
+                        streamed=streamed,
+                        session=session,
+                        original=original,
+                        events=events,
+                    )
             await answer.aclose()
-        if complete and kept is not None and format is not None:
-            received = bytes(kept)
-            if answer.headers.get("content-encoding", "").lower() in ("gzip", "deflate"):
-                received = zlib.decompress(received, zlib.MAX_WBITS | 32)
-            _RECORDER.submit(
-                _record,
-                project=project,
-                key_id=key_id,
-                format=format,
-                request_body=sent,
-                response_body=received,
-                streamed=streamed,
-                session=session,
-                original=original,
-                events=events,
-            )
 
     returned = [
         (name, value)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from compaction.messages import parse
-from compaction.streams import provider_answer
+from compaction.streams import provider_answer, stream_finished
 
 
 def sse(*events: tuple[str | None, object]) -> bytes:
@@ -149,3 +151,49 @@ def test_what_is_not_an_answer_gives_nothing_rather_than_an_error() -> None:
     assert provider_answer("anthropic-messages", b"data: {broken\n\n", streamed=True).messages == [
         {"role": "assistant", "content": []}
     ]
+
+
+@pytest.mark.parametrize(
+    ("format", "body", "finished"),
+    [
+        ("openai-chat", b'data: {"choices":[]}\n\ndata: [DONE]\n\n', True),
+        ("openai-chat", b'data: {"choices":[]}\r\n\r\ndata: [DONE]\r\n\r\n', True),
+        ("openai-chat", b'data: {"choices":[]}\n\ndata: [DONE]', True),  # its blank line not yet
+        ("openai-chat", b'data: {"choices":[]}\n\n', False),
+        ("openai-chat", b'data: {"choices":[{"delta":{"content":"[DONE]"}}]}\n\n', False),
+        ("openai-chat", b"", False),
+        (
+            "anthropic-messages",
+            b'event: message_delta\ndata: {"type":"message_delta"}\n\n'
+            b'event: message_stop\ndata: {"type": "message_stop"}\n\n',
+            True,
+        ),
+        ("anthropic-messages", b'event: message_delta\ndata: {"type":"message_delta"}\n\n', False),
+        (
+            "anthropic-messages",  # cut inside its last event's data
+            b'event: message_stop\ndata: {"type": "message_st',
+            False,
+        ),
+        (
+            "openai-responses",
+            b'event: response.completed\ndata: {"type":"response.completed","response":{}}\n\n',
+            True,
+        ),
+        (
+            "openai-responses",
+            b'event: response.incomplete\ndata: {"type":"response.incomplete","response":{}}\n\n',
+            True,
+        ),
+        ("openai-responses", b'event: x\ndata: {"type":"response.output_text.delta"}\n\n', False),
+    ],
+)
+def test_a_stream_is_finished_once_it_holds_its_last_event(
+    format: str, body: bytes, finished: bool
+) -> None:
+    assert stream_finished(format, body) is finished
+
+
+def test_the_last_event_is_found_after_a_long_stream() -> None:
+    events = b"".join(b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n' for _ in range(5000))
+    assert stream_finished("openai-chat", events + b"data: [DONE]\n\n")
+    assert not stream_finished("openai-chat", b"data: [DONE]\n\n" + events)

@@ -33,6 +33,8 @@ class StandIn:
     status: int = 200
     #: Seconds each call takes before its first byte (a model thinking).
     delay: float = 0.0
+    #: Seconds a stream stays open after its last event (an upstream slow to end it).
+    linger: float = 0.0
 
     def then(self, *replies: Any) -> None:
         """Answer the next calls with ``replies``, whatever was scripted before."""
@@ -235,7 +237,7 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
                 for chunk in _chunks(request, message, finish):
                     self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
                 self._chunk(b"data: [DONE]\n\n")
-                self._chunk(b"")
+                self._end()
                 return
             body = json.dumps(
                 {
@@ -270,7 +272,7 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 for name, event in _anthropic_events(request, content, stop):
                     self._chunk(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
-                self._chunk(b"")
+                self._end()
                 return
             usage = {
                 "input_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
@@ -354,6 +356,12 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
             ]
             for event in events:
                 self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self._end()
+
+        def _end(self) -> None:
+            """A stream's end (its zero-length chunk), ``linger`` seconds after its last event."""
+            if state.linger:
+                time.sleep(state.linger)
             self._chunk(b"")
 
         def _chunk(self, data: bytes) -> None:

@@ -26,7 +26,7 @@ from django.utils import timezone
 from compaction.errors import FormatError
 from compaction.messages import message_hash, messages_key, parse, render
 from compaction.messages.model import Context, Message
-from compaction.streams import provider_answer
+from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation
@@ -197,6 +197,12 @@ def proxy_prepare(
 # --- recording ----------------------------------------------------------------------------------
 
 
+def proxy_answer_finished(format: str, received: bytes) -> bool:
+    """Whether a streamed answer to a ``format`` call holds the stream's last event: whole, and
+    to be recorded, even if the connection ended before the stream did."""
+    return stream_finished(format, received)
+
+
 def proxy_record(
     *,
     project: Project,
@@ -250,4 +256,4 @@ def proxy_record(
         return None
 
 
-__all__ = ["SOURCE", "Prepared", "proxy_prepare", "proxy_record"]
+__all__ = ["SOURCE", "Prepared", "proxy_answer_finished", "proxy_prepare", "proxy_record"]

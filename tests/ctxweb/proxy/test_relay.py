@@ -214,6 +214,48 @@ def test_an_anthropic_agent_without_a_session_header_stays_one_session(
     assert turns[1]["reported_input_tokens"] > 0
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_stream_the_sdk_stops_reading_at_its_last_event_is_recorded(
+    server: tuple[str, str, Path], stand_in: StandIn, provider: str
+) -> None:
+    """The openai SDK closes the connection once it reads ``[DONE]``: when the upstream ends
+    its stream a moment later, the relay sees the caller leave first. The answer was whole, so
+    the call is recorded all the same (it was lost, depending on which came first)."""
+    url, key, _ = server
+    session = f"lingering-{provider}"
+    stand_in.then(f"Answered in full ({provider}).")
+    stand_in.linger = 1.0
+    try:
+        if provider == "openai":
+            answer = openai_client(url, key, session).chat.completions.create(
+                model="gpt-4o",
+                messages=[{"role": "user", "content": "Explain the failure."}],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+        else:
+            client = Anthropic(
+                base_url=f"{url}/proxy/anthropic",
+                api_key=PROVIDER_KEY,
+                default_headers={"X-Ctxweb-Key": key, "X-Ctxweb-Session": session},
+            )
+            with client.messages.stream(
+                model="claude-test-model",
+                max_tokens=64,
+                messages=[{"role": "user", "content": "Explain the failure."}],
+            ) as events:
+                text = events.get_final_message().content[0].text
+    finally:
+        stand_in.linger = 0.0
+    assert text == f"Answered in full ({provider})."
+    settle(url, key, session, 1)
+    [turn] = api(url, key, f"sessions/{session}/turns")
+    assert turn["reported_input_tokens"] > 0
+    recorded = api(url, key, f"sessions/{session}/turns/0")
+    assert f"Answered in full ({provider})." in json.dumps(recorded)
+
+
 def test_no_ctxweb_key_is_refused_in_the_providers_shape_and_nothing_leaves(
     server: tuple[str, str, Path], stand_in: StandIn
 ) -> None:
