@@ -149,9 +149,9 @@ def stream_finished(format: str, body: bytes) -> bool:
     connection ends before the stream does (an SDK closes it once it reads that event).
 
     Example:
-        >>> stream_finished("openai-chat", b'data: {"choices":[]}\n\ndata: [DONE]\n\n')
+        >>> stream_finished("openai-chat", b'data: {"choices":[]}\\n\\ndata: [DONE]\\n\\n')
         True
-        >>> stream_finished("openai-chat", b'data: {"choices":[]}\n\n')
+        >>> stream_finished("openai-chat", b'data: {"choices":[]}\\n\\n')
         False
     """
     tail = body[-_TAIL:].decode("utf-8", errors="replace").replace("\r\n", "\n")

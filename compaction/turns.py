@@ -407,6 +407,10 @@ def _pass_two(messages: list[Message]) -> list[Message]:
         end = i + 1
         while end < len(messages) and is_tool_result_message(messages[end]):
             end += 1
+            if any(not isinstance(p, ToolResultPart) for p in messages[end - 1].parts):
+                # text beside its results reads as a user message after them (as picoclaw sees
+                # tool messages then a user one): what follows is not contiguous to the calls
+                break
         block = [_keep_results(m, accept) for m in messages[i + 1 : end]]
         if "" not in expected and seen == expected:
             out.append(message)
@@ -427,7 +431,9 @@ def sanitize_history_for_provider(messages: Sequence[Message]) -> list[Message]:
     a tool message. Pass 2 takes each assistant with tool calls and its contiguous tool-result
     messages: inside that block results with an empty id, an unexpected id or a repeated id are
     dropped; if a call id is empty or an expected result is missing, the assistant and its
-    whole block go. Any remaining stray tool-result message is dropped.
+    whole block go. Any remaining stray tool-result message is dropped. A user message holding
+    text beside its results ends the block (its text reads as a user message after them), so
+    sanitizing twice changes nothing.
 
     Results inside a user message are removed as parts (see the module docstring). The input is
     not modified.

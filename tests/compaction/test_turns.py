@@ -379,6 +379,22 @@ def test_sanitized_history_never_has_orphans(history: list[Message]) -> None:
     assert orphans(sanitize_history_for_provider(history)).ok
 
 
+def test_text_beside_results_ends_the_block_of_the_calls_they_answer() -> None:
+    # found by the property below: the unexpected result A went, its message's text stayed
+    # between the call B and its result, and a second pass then dropped the call
+    history = [
+        msg_user(),
+        msg_assistant_tc("B"),
+        anthropic_results("A", text="note"),
+        msg_tool("B"),
+    ]
+    once = sanitize_history_for_provider(history)
+    assert [m.role for m in once] == ["user", "user"]
+    assert once[1].text == "note"
+    assert sanitize_history_for_provider(once) == once
+    assert orphans(once).ok
+
+
 @given(histories)
 def test_sanitizing_twice_changes_nothing(history: list[Message]) -> None:
     once = sanitize_history_for_provider(history)
