@@ -142,11 +142,12 @@ _LAST_EVENTS = {
 _TAIL = 16 * 1024
 
 
-def stream_finished(format: str, body: bytes) -> bool:
+def stream_finished(format: str, body: bytes | bytearray) -> bool:
     """Whether a server-sent event stream of a ``format`` request holds its last event (an
     OpenAI chat stream's ``data: [DONE]``, Anthropic's ``message_stop``, a Responses stream's
-    ``response.completed``...), looked for near its end: the answer is whole even if the
-    connection ends before the stream does (an SDK closes it once it reads that event).
+    ``response.completed``...), looked for near its end (only that much of ``body`` is read):
+    the answer is whole even if the connection ends before the stream does (an SDK closes it
+    once it reads that event).
 
     Example:
         >>> stream_finished("openai-chat", b'data: {"choices":[]}\\n\\ndata: [DONE]\\n\\n')

@@ -33,7 +33,6 @@ import json
 import logging
 import time
 import weakref
-import zlib
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -290,7 +289,6 @@ async def relay(
         format = None
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     project, key_id, sent = key.project, key.pk, body
-
     encoded = answer.headers.get("content-encoding", "").lower() in ("gzip", "deflate")
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -306,33 +304,30 @@ async def relay(
                 yield chunk
             complete = True
         finally:
-            # A stream whose last event was relayed is a whole answer even when the caller
-            # leaves before its end (the openai SDK closes the connection once it reads
-            # ``[DONE]``, racing the upstream's end of stream): it is recorded all the same.
-            if kept is not None and format is not None:
-                received = bytes(kept)
-                whole = (
-                    not complete
-                    and streamed
-                    and not encoded
-                    and proxy_answer_finished(format, received)
-                )
-                if complete or whole:
-                    if encoded:
-                        received = zlib.decompress(received, zlib.MAX_WBITS | 32)
-                    _RECORDER.submit(
-                        _record,
-                        project=project,
-                        key_id=key_id,
-                        format=format,
-                        request_body=sent,
-                        response_body=received,
-                        streamed=streamed,
-                        session=session,
-                        original=original,
-                        events=events,
+            try:
+                # A stream whose last event was relayed is a whole answer even when the caller
+                # leaves before its end (the openai SDK closes the connection once it reads
+                # ``[DONE]``, racing the upstream's end of stream): it is recorded all the same.
+                if kept is not None and format is not None:
+                    whole = complete or (
+                        streamed and not encoded and proxy_answer_finished(format, kept)
                     )
-            await answer.aclose()
+                    if whole:
+                        _RECORDER.submit(
+                            _record,
+                            project=project,
+                            key_id=key_id,
+                            format=format,
+                            request_body=sent,
+                            response_body=bytes(kept),
+                            streamed=streamed,
+                            session=session,
+                            original=original,
+                            events=events,
+                            compressed=encoded,
+                        )
+            finally:
+                await answer.aclose()
 
     returned = [
         (name, value)

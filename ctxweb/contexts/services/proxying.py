@@ -16,6 +16,7 @@ import logging
 import secrets
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -197,7 +198,7 @@ def proxy_prepare(
 # --- recording ----------------------------------------------------------------------------------
 
 
-def proxy_answer_finished(format: str, received: bytes) -> bool:
+def proxy_answer_finished(format: str, received: bytes | bytearray) -> bool:
     """Whether a streamed answer to a ``format`` call holds the stream's last event: whole, and
     to be recorded, even if the connection ended before the stream did."""
     return stream_finished(format, received)
@@ -214,14 +215,18 @@ def proxy_record(
     session: str | None = None,
     original: tuple[str, ...] = (),
     events: Sequence[dict[str, Any]] = (),
+    compressed: bool = False,
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
     recorded (counted in :data:`failures` and logged: the call itself already succeeded).
 
-    ``original`` is the agent's own messages by hash when what was sent differs (managed mode):
-    the next call, which extends the agent's history, joins by them."""
+    ``response_body`` is the answer as relayed: gzip- or deflate-compressed when
+    ``compressed``. ``original`` is the agent's own messages by hash when what was sent differs
+    (managed mode): the next call, which extends the agent's history, joins by them."""
     global failures
     try:
+        if compressed:
+            response_body = zlib.decompress(response_body, zlib.MAX_WBITS | 32)
         request = json.loads(request_body)
         if not isinstance(request, dict):
             raise FormatError("request", "expected a JSON object")
