@@ -151,7 +151,7 @@ def bench_facts(fraction: float, halves: tuple[str, ...]) -> dict[str, Any]:
         }
         row["floor"] = honest_floor(case.context, counter)
         row["fact_floor"] = fact_floor(case.context, counter)
-        row["carrier_floor"] = carrier_floor(case.context, counter)
+        row["carrier_floor"] = carrier_floor(case.context, counter, row["fact_floor"])
         row["auto_floor"] = auto_floor(case.context, counter)
         for strategy_id in COMPARED:
             run = aim(strategy_id, case.context, counter, target)
@@ -228,14 +228,14 @@ _BARE_CARRIER = Message(
 )
 
 
-def carrier_floor(context: Context, counter: Counter) -> int:
-    """The fact floor plus what ctxweb must leave where it removes text: for each run of
-    messages the floor leaves out, one carrier (at least its marker and its pointer to the full
-    text, :data:`_BARE_CARRIER`). Nothing a user sent is lost, so a ctxweb plan that removes a
-    run writes where it went. A diagnostic, not a proof: it prices the plan that removes every
-    message the floor leaves out (the way down to the floor); a plan keeping a short message
-    verbatim instead may join two runs and need one carrier fewer."""
-    floor = fact_floor(context, counter)
+def carrier_floor(context: Context, counter: Counter, floor: int) -> int:
+    """``floor`` (the fact floor, :func:`fact_floor`) plus what ctxweb must leave where it
+    removes text: for each run of messages the floor leaves out, one carrier (at least its
+    marker and its pointer to the full text, :data:`_BARE_CARRIER`). Nothing a user sent is
+    lost, so a ctxweb plan that removes a run writes where it went. A diagnostic, not a proof:
+    it prices the plan that removes every message the floor leaves out (the way down to the
+    floor); a plan keeping a short message verbatim instead may join two runs and need one
+    carrier fewer."""
     kept = {id(m) for m in _floor_messages(context)}
     runs = 0
     inside = False

@@ -59,10 +59,11 @@ def run(fraction: float, every: int) -> dict[str, Any]:
                     continue
                 planned += 1
                 target = int(tokens * fraction)
-                if fact_floor(context, counter) > target:
+                floor = fact_floor(context, counter)
+                if floor > target:
                     continue
                 allowed += 1
-                carried = carrier_floor(context, counter) <= target
+                carried = carrier_floor(context, counter, floor) <= target
                 carriable += carried
                 plan = aim("ctxweb-auto", context, counter, target).plan
                 kept, facts = visible_share(context, plan.context)

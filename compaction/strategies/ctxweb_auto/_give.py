@@ -254,9 +254,12 @@ def unquote(draft: Draft, total: int, need: int, room: int, sources: Sources) ->
     total is above it) would stay empty even so. Returns the new total."""
     if need <= 0:
         return total
-    found = ((_without_lines(draft, labels, need, sources), said) for labels, said in GIVE_WAY)
-    quiet, detail = next(((q, said) for q, said in found if q), ([], ""))
-    if not quiet:
+    for labels, said in GIVE_WAY:
+        quiet = _without_lines(draft, labels, need, sources)
+        if quiet:
+            detail = said
+            break
+    else:
         return total
     if room + sum(saved for _, _, saved in quiet) <= 0:
         return total
