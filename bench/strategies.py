@@ -205,8 +205,9 @@ _LINE_KINDS = {"path": "files", "error": "errors", "url": "urls", "id": "names"}
 def fact_floor(context: Context, counter: Counter) -> int:
     """The honest floor plus the cheapest rendering of the facts it lacks for 95% of the
     session's facts to be visible: the shortest facts (by tokens) that the floor's own messages
-    do not show, written as one ctxweb-auto fact line (``facts: files a, b; names c``) with no
-    message around it. Below this, no strategy that keeps facts visible can keep 95% of them."""
+    do not show, written as one ctxweb-auto fact line in its compact form (``facts: files a b;
+    names c``) with no message around it. Below this, no strategy that keeps facts visible can
+    keep 95% of them."""
     messages = _floor_messages(context)
     wanted = context_facts(context)
     shown = context_facts(replace(context, messages=tuple(messages)), shown=True)
@@ -216,7 +217,7 @@ def fact_floor(context: Context, counter: Counter) -> int:
         return floor
     missing = [tuple(f.split(":", 1)) for f in wanted - shown]
     cheapest = sorted(missing, key=lambda f: (counter.count_text(f[1]), f))[:need]
-    line = fact_line((_LINE_KINDS[kind], text) for kind, text in cheapest)
+    line = fact_line(((_LINE_KINDS[kind], text) for kind, text in cheapest), compact=True)
     return floor + int(counter.count_text("\n" + line))
 
 

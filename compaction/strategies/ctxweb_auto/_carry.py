@@ -6,10 +6,10 @@ leaves.
 A shrunk tool output gets a ``facts:`` line after its pointer; a shrunk tool-call argument gets
 it inside the string that holds the pointer (the arguments stay valid JSON); a digest or summary
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
-When the room runs out, the summary's prose gives way first (its goal and next steps last), then
-the digests' quotes of a turn's last reply and their tools lines, then the facts that cost the
-most tokens (an error name is kept before any other): the room keeps as many facts as it can
-buy.
+When the room runs out, the fact lists' commas give way first (written compact, spaces only),
+then the summary's prose (its goal and next steps last), the digests' quotes of a turn's last
+reply and their tools lines, then the facts that cost the most tokens (an error name is kept
+before any other): the room keeps as many facts as it can buy.
 """
 
 from __future__ import annotations
@@ -149,21 +149,23 @@ def _rank(fact: Fact) -> tuple[int, str]:
     return (order.index(fact[0]) if fact[0] in order else len(KINDS), fact[1])
 
 
-def _render(carrier: _Carrier, message: Message, facts: list[Fact]) -> Message | None:
+def _render(
+    carrier: _Carrier, message: Message, facts: list[Fact], compact: bool = False
+) -> Message | None:
     if carrier.part is None:
-        lines = grouped_lines(carrier.sources, facts)
+        lines = grouped_lines(carrier.sources, facts, compact=compact)
         return _with_block(message, lines) if lines else None
-    line = fact_line(facts)
+    line = fact_line(facts, compact=compact)
     return _with_line(message, carrier.part, line) if line else None
 
 
-def _cost(draft: Draft, carriers: list[_Carrier]) -> int:
+def _cost(draft: Draft, carriers: list[_Carrier], compact: bool = False) -> int:
     """The tokens writing every assigned fact would add."""
     cost = 0
     for carrier in carriers:
         if carrier.facts:
             message = draft.messages[carrier.position]
-            new = _render(carrier, message, sorted(carrier.facts, key=_rank))
+            new = _render(carrier, message, sorted(carrier.facts, key=_rank), compact)
             if new is not None:
                 cost += draft.tokens(new) - draft.tokens(message)
     return cost
@@ -179,11 +181,12 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
         return total, 0, len(wanted)
     carriers = _carriers(draft, inserted)
     _assign(carriers, lost)
-    # facts before prose: the summary's prose gives way to the fact lines that do not fit, then
-    # the digests' quotes of a last reply, then their tools lines (a cut line may hold facts of
-    # its own: they join the lost ones, hence a few rounds)
+    # facts before prose: the summary's prose gives way to the fact lines that do not fit (the
+    # lines' commas first: written compact), then the digests' quotes of a last reply, then
+    # their tools lines (a cut line may hold facts of its own: they join the lost ones, hence a
+    # few rounds)
     for _ in range(6):
-        need = _cost(draft, carriers) - room
+        need = _cost(draft, carriers, compact=True) - room
         cut = make_room(draft, total, need, room, inserted)
         if cut >= total:
             cut = unquote(draft, total, need, room, inserted)
@@ -213,14 +216,24 @@ def _choose(
 ) -> list[tuple[_Carrier, Message, int]]:
     """Each carrier's new message and how many facts it carries, within ``room`` tokens.
 
-    When every assigned fact fits, every one is written. When not, the most facts the room
-    buys: errors first, then the cheapest facts (fewest tokens) of all the carriers, so one
-    long path does not cost ten names; a carrier's facts are still written in kind order. The
-    longest prefix of that order whose lines fit is found by bisection, each carrier's line
-    rendered once per number of its facts."""
+    When every assigned fact fits, every one is written, their lists separated by commas. When
+    not, the lists are written compact (spaces only, about a token less a fact: the commas give
+    way first), and the most facts the room buys: errors first, then the cheapest facts (fewest
+    tokens) of all the carriers, so one long path does not cost ten names; a carrier's facts
+    are still written in kind order. The longest prefix of that order whose lines fit is found
+    by bisection, each carrier's line rendered once per number of its facts."""
     live = [c for c in carriers if c.facts]
     if not live or room <= 0:
         return []
+    whole = _chosen(draft, live, room, compact=False, whole_only=True)
+    return whole if whole is not None else _chosen(draft, live, room, compact=True) or []
+
+
+def _chosen(
+    draft: Draft, live: list[_Carrier], room: int, *, compact: bool, whole_only: bool = False
+) -> list[tuple[_Carrier, Message, int]] | None:
+    """:func:`_choose` with one way of writing the lists; None, with ``whole_only``, when not
+    every fact fits."""
     befores = {id(c): draft.tokens(draft.messages[c.position]) for c in live}
     renders: dict[tuple[int, int], tuple[Message | None, int]] = {}
     own: dict[int, list[Fact]] = {}
@@ -237,7 +250,7 @@ def _choose(
         key = (id(carrier), count)
         if key not in renders:
             facts = sorted(own[id(carrier)][:count], key=_rank)
-            new = _render(carrier, draft.messages[carrier.position], facts)
+            new = _render(carrier, draft.messages[carrier.position], facts, compact)
             cost = 0 if new is None else draft.tokens(new) - befores[id(carrier)]
             renders[key] = (new, cost)
         return renders[key]
@@ -254,6 +267,8 @@ def _choose(
 
     k = len(order)
     if cost(k) > room:
+        if whole_only:
+            return None
         lo, hi = 0, k
         while lo < hi:
             mid = (lo + hi + 1) // 2

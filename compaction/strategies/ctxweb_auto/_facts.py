@@ -233,19 +233,26 @@ def _shown(kind: str, text: str) -> str:
     return f"{text}()" if kind == "names" and "." in text else text
 
 
-def fact_line(facts: Iterable[Fact], label: str = "facts") -> str:
-    """One line listing ``facts`` by kind, files first.
+def fact_line(facts: Iterable[Fact], label: str = "facts", *, compact: bool = False) -> str:
+    """One line listing ``facts`` by kind, files first; ``compact``, separated by spaces only.
+
+    A fact never holds a space (every pattern above matches within one whitespace-separated
+    token), so a compact list reads as unambiguously and costs about a token less per fact:
+    the comma is a token of its own, the space joins the next fact's first token.
 
     Example:
         >>> fact_line([("names", "load_config"), ("files", "src/app.py"), ("names", "np.sin")])
         'facts: files src/app.py; names load_config, np.sin()'
+        >>> fact_line([("names", "load_config"), ("names", "np.sin")], compact=True)
+        'facts: names load_config np.sin()'
     """
     by_kind: dict[str, list[str]] = {}
     for kind, text in _ordered(facts):
         by_kind.setdefault(kind, []).append(_shown(kind, text))
     if not by_kind:
         return ""
-    return f"{label}: " + "; ".join(f"{k} {', '.join(v)}" for k, v in by_kind.items())
+    separator = " " if compact else ", "
+    return f"{label}: " + "; ".join(f"{k} {separator.join(v)}" for k, v in by_kind.items())
 
 
 def _call_file(call: ToolCallPart) -> str | None:
@@ -263,9 +270,12 @@ def _call_file(call: ToolCallPart) -> str | None:
     return files[0] if files else None
 
 
-def grouped_lines(messages: Sequence[Message], facts: Iterable[Fact]) -> list[str]:
+def grouped_lines(
+    messages: Sequence[Message], facts: Iterable[Fact], *, compact: bool = False
+) -> list[str]:
     """``facts`` (found in ``messages``) as lines grouped by the file each tool call worked on:
-    ``- <file>: <facts of the call and its output>``, then one ``facts:`` line for the rest.
+    ``- <file>: <facts of the call and its output>``, then one ``facts:`` line for the rest
+    (``compact``: see :func:`fact_line`).
 
     Example:
         >>> from compaction.messages.model import ToolCallPart, ToolResultPart
@@ -300,8 +310,9 @@ def grouped_lines(messages: Sequence[Message], facts: Iterable[Fact]) -> list[st
         placed |= found
         if head:
             placed.add(("files", path))
-        lines.append(f"- {path}: {fact_line(found, label='')[2:]}".rstrip(": "))
+        line = fact_line(found, label="", compact=compact)[2:]
+        lines.append(f"- {path}: {line}".rstrip(": "))
     rest = wanted - placed
     if rest:
-        lines.append(fact_line(rest))
+        lines.append(fact_line(rest, compact=compact))
     return lines

@@ -272,9 +272,10 @@ def test_a_digest_s_quote_of_the_last_reply_gives_way_to_the_facts_it_lacks(coun
             t(f"l{k}", json.dumps({"flights": [f"HAT{k}{j}1" for j in range(3)], "n": "x " * 60})),
         ]
     context = ctx(*messages)
-    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 375}, counter=counter)
-    # with the assistant's words quoted, the digest left a flight id out (26 of 27 facts)
-    assert plan.after.total <= 375
+    # with the assistant's words quoted, the digest left a flight id out (26 of 27 facts); at
+    # 375 tokens, the fact list written compact now leaves room for the quote: at 350, not
+    plan = get_strategy("ctxweb-auto").plan(context, {"target_tokens": 350}, counter=counter)
+    assert plan.after.total <= 350
     assert _facts(context) <= _facts(plan.context)
     [digest] = [m for m in plan.context.messages if "digest of earlier steps" in m.text]
     assert "assistant:" not in digest.text
@@ -481,3 +482,41 @@ def test_when_the_room_cannot_hold_every_fact_it_keeps_the_cheapest(counter):
     # the most facts the room buys: no fact kept costs more than one that was dropped
     assert max(map(tokens, kept)) <= min(map(tokens, lost))
     assert all(("names", f"item_{i}{x}") in kept for i in range(8) for x in "abc")
+
+
+def test_the_fact_lists_commas_give_way_before_any_fact(counter):
+    """Carried facts are listed with commas when every one fits; when not, the lists are
+    written with spaces only (a token less a fact) before any fact is dropped."""
+    messages = [sys("s")]
+    for i in range(8):
+        names = " ".join(f"item_{i}_{x}" for x in "abcdef")
+        output = f"log\nuses {names}\n" + "words. " * 500
+        messages += [u(f"step {i}"), atc(f"c{i}", name="run"), t(f"c{i}", output), a(f"ok {i}")]
+    messages += [u("go on"), a("on it")]
+    context = ctx(*messages)
+    outputs = set()
+    for message in context.messages:
+        for part in message.tool_results:
+            outputs |= part_facts(part)
+    seen = {"commas": False, "compact and whole": False, "compact and short": False}
+    for target in range(500, 1300, 20):
+        plan = get_strategy("ctxweb-auto").plan(
+            context, {"target_tokens": target, "max_step": "prune"}, counter=counter
+        )
+        assert plan.after.total <= target
+        lines = [
+            line
+            for message in plan.context.messages
+            for part in message.tool_results
+            for line in part.text.split("\n")
+            if line.startswith("facts: ")
+        ]
+        if not lines:
+            continue
+        whole = outputs <= _facts(plan.context)
+        if any(", " in line for line in lines):
+            seen["commas"] = True
+            assert whole, f"commas kept while facts were dropped at {target}"
+        else:
+            seen["compact and whole" if whole else "compact and short"] = True
+    assert all(seen.values()), seen

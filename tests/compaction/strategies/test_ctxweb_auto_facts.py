@@ -164,6 +164,33 @@ def test_a_file_heading_a_group_of_its_own_is_not_listed_again_in_another() -> N
     assert "\n".join(lines).count("src/app.py") == 1
 
 
+def test_compact_lists_hold_the_same_facts_separated_by_spaces_only() -> None:
+    from compaction.messages.model import Message
+    from compaction.strategies.ctxweb_auto._facts import fact_line, grouped_lines
+    from tests.support.messages import COUNTER
+
+    read = ToolCallPart("c1", "read", '{"path": "src/app.py"}')
+    body = ToolResultPart(
+        "c1", (TextPart("def load_config(): parse_args(); os.path.join(a, b) ValueError"),)
+    )
+    messages = [Message("assistant", (read,)), Message("tool", (body,))]
+    facts = sorted(text_facts(body.text) | {("files", "src/app.py"), ("files", "README.md")})
+    wide, compact = grouped_lines(messages, facts), grouped_lines(messages, facts, compact=True)
+    assert wide == [
+        "- src/app.py: errors ValueError; names load_config, os.path.join(), parse_args",
+        "facts: files README.md",
+    ]
+    assert compact == [
+        "- src/app.py: errors ValueError; names load_config os.path.join() parse_args",
+        "facts: files README.md",
+    ]
+    # the same facts read back from either, and the compact one costs less
+    for lines in (wide, compact):
+        assert text_facts("\n".join(lines)) >= set(facts)
+    line = fact_line(facts)
+    assert COUNTER.count_text(fact_line(facts, compact=True)) < COUNTER.count_text(line)
+
+
 def test_the_token_memo_shared_by_texts_changes_nothing_found() -> None:
     from compaction.strategies.ctxweb_auto import _facts
 
