@@ -454,12 +454,12 @@ def test_a_summary_too_dear_even_cut_goes_bare_to_meet_a_tight_target(counter):
     assert plan.context.messages[-1] == latest
 
 
-def test_when_the_room_cannot_hold_every_fact_it_keeps_the_cheapest(counter):
-    # each output holds short names and one long path; the room left after pruning holds some
+def _steps_with_facts(facts_of_step):
+    """Eight turns, each running a tool whose output holds ``facts_of_step(i)`` and 500 words
+    with no fact, then a last turn; and the facts of those outputs."""
     messages = [sys("s")]
     for i in range(8):
-        deep = "/".join(f"vendor_dir_{i}_{k}" for k in range(12)) + f"/module_{i}.py"
-        output = f"log\nuses item_{i}a, item_{i}b and item_{i}c\nsee {deep}\n" + "words. " * 500
+        output = f"log\n{facts_of_step(i)}\n" + "words. " * 500
         messages += [u(f"step {i}"), atc(f"c{i}", name="run"), t(f"c{i}", output), a(f"ok {i}")]
     messages += [u("go on"), a("on it")]
     context = ctx(*messages)
@@ -467,6 +467,16 @@ def test_when_the_room_cannot_hold_every_fact_it_keeps_the_cheapest(counter):
     for message in context.messages:
         for part in message.tool_results:
             outputs |= part_facts(part)
+    return context, outputs
+
+
+def test_when_the_room_cannot_hold_every_fact_it_keeps_the_cheapest(counter):
+    # each output holds short names and one long path; the room left after pruning holds some
+    def facts_of_step(i):
+        deep = "/".join(f"vendor_dir_{i}_{k}" for k in range(12)) + f"/module_{i}.py"
+        return f"uses item_{i}a, item_{i}b and item_{i}c\nsee {deep}"
+
+    context, outputs = _steps_with_facts(facts_of_step)
     plan = get_strategy("ctxweb-auto").plan(
         context, {"target_tokens": 700, "max_step": "prune"}, counter=counter
     )
@@ -487,17 +497,9 @@ def test_when_the_room_cannot_hold_every_fact_it_keeps_the_cheapest(counter):
 def test_the_fact_lists_commas_give_way_before_any_fact(counter):
     """Carried facts are listed with commas when every one fits; when not, the lists are
     written with spaces only (a token less a fact) before any fact is dropped."""
-    messages = [sys("s")]
-    for i in range(8):
-        names = " ".join(f"item_{i}_{x}" for x in "abcdef")
-        output = f"log\nuses {names}\n" + "words. " * 500
-        messages += [u(f"step {i}"), atc(f"c{i}", name="run"), t(f"c{i}", output), a(f"ok {i}")]
-    messages += [u("go on"), a("on it")]
-    context = ctx(*messages)
-    outputs = set()
-    for message in context.messages:
-        for part in message.tool_results:
-            outputs |= part_facts(part)
+    context, outputs = _steps_with_facts(
+        lambda i: "uses " + " ".join(f"item_{i}_{x}" for x in "abcdef")
+    )
     seen = {"commas": False, "compact and whole": False, "compact and short": False}
     for target in range(500, 1300, 20):
         plan = get_strategy("ctxweb-auto").plan(
