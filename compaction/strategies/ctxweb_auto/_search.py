@@ -28,8 +28,8 @@ ATTEMPTS = 8
 class Attempt:
     """One pass of the steps aimed at ``aim``: the draft, its total after the steps alone
     (``steps``) and after the facts were written back (``total``), the facts still lost, the
-    facts of the input, and what writing the lost ones would take (``lost_tokens``: their tokens
-    and a separator each; 0 when unknown)."""
+    facts of the input, and what writing the lost ones would take (``lost_tokens``: their own
+    tokens, written compact; 0 when unknown)."""
 
     draft: Draft
     aim: int

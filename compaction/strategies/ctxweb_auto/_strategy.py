@@ -204,8 +204,9 @@ class CtxwebAuto(Strategy):
             if given != total and lost:
                 lost = len(lost_facts(draft))  # what came back may show some again
             total = given
-        # what a lower aim must make room for: the lost facts' own tokens, a separator each
-        cost = sum(draft.text_tokens(text) + 1 for _, text in lost_facts(draft)) if lost else 0
+        # what a lower aim must make room for: the lost facts' own tokens (a list short of room
+        # is written compact, with no separator to pay for)
+        cost = sum(draft.text_tokens(text) for _, text in lost_facts(draft)) if lost else 0
         return Attempt(draft, aim, steps, total, lost, wanted, cost)
 
     def _escalate(
