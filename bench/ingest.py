@@ -21,8 +21,9 @@ file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
    ``pg_total_relation_size``) against the bytes of distinct content (canonical JSON);
 4. end to end through HTTP (:mod:`endtoend`): a session of ``--http-turns`` growing to
    ``--http-tokens`` posted to a live daphne on the backend, each late turn's latency at the
-   client against ``json.loads`` of the same bytes in the same run (``--profile-http``: where the
-   server's time goes, sampled by py-spy).
+   client against ``json.loads`` of the same bytes in the same run, in ``--http-runs`` runs on
+   fresh servers, the median run reported with every run's ratio (``--profile-http``: where the
+   server's time goes, sampled by py-spy in the first run).
 
 Results go to ``docs/benchmarks.md`` under ``## Ingest`` (the other sections are kept).
 """
@@ -71,6 +72,12 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="write a cProfile of the session's turns to this file")
     parser.add_argument("--http-turns", type=int, default=260)
+    parser.add_argument(
+        "--http-runs",
+        type=int,
+        default=3,
+        help="runs of the bare session through HTTP, each on a fresh server (the median is kept)",
+    )
     parser.add_argument("--http-tokens", type=int, default=180_000)
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--profile-http", action="store_true")
@@ -150,12 +157,21 @@ def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:
         if url is not None:
             _recreate_bench_db()
 
-    progress(f"[{backend}] through HTTP: {len(bodies)} turns")
     try:
-        fresh()
-        result = late_turns_over_http(
-            bodies, late=LATE, database_url=url, profile=args.profile_http
-        )
+        runs = []
+        for run in range(max(1, args.http_runs)):
+            progress(f"[{backend}] through HTTP, run {run + 1}: {len(bodies)} turns")
+            fresh()
+            runs.append(
+                late_turns_over_http(
+                    bodies, late=LATE, database_url=url, profile=args.profile_http and run == 0
+                )
+            )
+        # This machine's speed drifts between runs by more than the target's margin: the run
+        # with the median ratio is reported, beside every run's ratio.
+        result = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
+        result["hottest"] = runs[0]["hottest"]
+        result["run_ratios"] = [r["ratio"] for r in runs]
         progress(f"[{backend}] through HTTP, with a coding agent's tool list: {len(bodies)} turns")
         tooled = [_with_tools(body) for body in bodies]
         fresh()
@@ -171,6 +187,14 @@ def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if url is not None:
             _recreate_bench_db(create=False)
+
+
+def _runs(result: dict[str, Any]) -> str:
+    """The ratio of every run of a row measured in several, as "(runs: 2.9, 3.1, 3.2)"."""
+    ratios = result.get("run_ratios") or []
+    if len(ratios) < 2:
+        return ""
+    return " (runs: " + ", ".join(f"{r:.1f}" for r in ratios) + ")"
 
 
 def _recreate_bench_db(*, create: bool = True) -> None:
@@ -568,7 +592,9 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             "`turn.created`, and the Redis cache of API keys and rate-limit counters) and the "
             "default rate limits. Latency "
             f"of the last {LATE} turns at the client, against `json.loads` of the same bytes "
-            "timed in the same loop (target: median latency ≤ 3 × json.loads).",
+            "timed in the same loop (target: median latency ≤ 3 × json.loads). The session is "
+            f"posted in {args.http_runs} runs, each to a fresh server and database: the row is "
+            "the run with the median ratio, and the ratio of every run follows it.",
             "",
             "| backend | final tokens | body | late turn median / p95 | json.loads median "
             "| latency / json.loads | the same sent as zstd: body, late turn median |",
@@ -579,7 +605,7 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             lines.append(
                 f"| {r['database']} | {h['tokens']:,} | {h['body_mb']:.2f} MB | "
                 f"{h['late_median_ms']:.1f} / {h['late_p95_ms']:.1f} ms | "
-                f"{h['json_loads_ms']:.2f} ms | **{h['ratio']:.1f}×** | "
+                f"{h['json_loads_ms']:.2f} ms | **{h['ratio']:.1f}×**{_runs(h)} | "
                 f"{h['zstd_body_kb']:.0f} KB, {h['zstd_late_median_ms']:.1f} ms |"
             )
         for r in results.values():

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -201,8 +202,10 @@ def _common_prefix(items: list[Any], previous: ParseMemo) -> int:
     """How many leading ``items`` have the same content and value types as ``previous.raw``."""
     old = previous.raw
     limit = min(len(items), len(old))
-    count = 0
-    # the very objects of the previous parse (a body decoded reusing them) are the same at once
+    # the very objects of the previous parse (a body decoded reusing them) are the same at once,
+    # compared in C; then equal ones, one by one
+    same = list(map(operator.is_, items[:limit], old[:limit]))
+    count = same.index(False) if False in same else limit
     while count < limit and (items[count] is old[count] or items[count] == old[count]):
         count += 1
     for index in previous.typed:
