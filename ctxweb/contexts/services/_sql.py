@@ -99,7 +99,11 @@ class _LoadPlan:
 @cache
 def _load_plan(model: type[Model], columns: tuple[str, ...], alias: str) -> _LoadPlan:
     """How to turn rows of ``columns`` into ``model`` instances on database ``alias`` (worked out
-    once per query shape: the converters' lookup cost more than converting a turn's rows)."""
+    once per query shape: the converters' lookup cost more than converting a turn's rows).
+
+    Shared by every thread: the backend's converters are bound to the operations of the
+    connection of the thread that first asked, and read only its time zone there (the same
+    setting in every thread); each call gets the caller's own connection."""
     db = connections[alias]
     fields = [field for field in model._meta.concrete_fields if field.column in columns]
     steps = []
@@ -138,11 +142,14 @@ _JSON = msgspec.json.Encoder()
 def _json_text(value: Any) -> str:
     """``value`` as JSON text: msgspec's encoding (a message's text several times faster than
     :func:`json.dumps`), the same values read back; :func:`json.dumps` for what msgspec
-    refuses (a key that is no string or number, a lone surrogate)."""
+    refuses (a key that is no string or number, a lone surrogate), and for text holding
+    ``null``: msgspec writes a NaN or an infinity so (an import read with Python's JSON may hold
+    one), where :func:`json.dumps` writes what reads back as it was."""
     try:
-        return _JSON.encode(value).decode()
+        encoded = _JSON.encode(value)
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         return json.dumps(value)
+    return json.dumps(value) if b"null" in encoded else encoded.decode()
 
 
 def _db_value(field: Field[Any, Any], value: Any, db: Any) -> Any:
