@@ -46,7 +46,15 @@ def outcome(fmt: str, request: Any, memo: ParseMemo | None) -> tuple[Any, ParseM
 
 
 def test_the_public_api_is_pinned() -> None:
-    assert incremental.__all__ == ["ParseMemo", "parse_incremental"]
+    assert incremental.__all__ == ["ParseMemo", "identical_prefix", "parse_incremental"]
+
+
+def test_identical_prefix_counts_the_very_objects_not_equal_ones() -> None:
+    a, b = {"role": "user"}, {"role": "assistant"}
+    assert incremental.identical_prefix([a, b, a], [a, b, b]) == 2
+    assert incremental.identical_prefix([a, b], [a, b, a]) == 2  # the shorter one, whole
+    assert incremental.identical_prefix([a, dict(b)], [a, b]) == 1  # equal, another object
+    assert incremental.identical_prefix([], [a]) == 0
 
 
 def test_it_parses_only_the_new_messages() -> None:

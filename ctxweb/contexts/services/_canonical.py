@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -120,13 +119,6 @@ def _same_message(a: LibMessage, b: LibMessage) -> bool:
     if (a.extra or b.extra) and not _typed_equal(a.extra, b.extra):
         return False
     return all(_same_part(x, y) for x, y in zip(a.parts, b.parts, strict=True))
-
-
-def _identical_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """How many leading items ``a`` and ``b`` share (the very objects), compared in C."""
-    limit = min(len(a), len(b))
-    same = list(map(operator.is_, a[:limit], b[:limit]))
-    return same.index(False) if False in same else limit
 
 
 def _body_digest(

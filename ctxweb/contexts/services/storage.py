@@ -11,6 +11,7 @@ from typing import Any
 
 from compaction.messages import Context, message_to_dict
 from compaction.messages import Message as LibMessage
+from compaction.messages.incremental import identical_prefix
 from compaction.regions import message_regions, sum_regions, system_regions
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Message as MessageRow
@@ -19,7 +20,6 @@ from ctxweb.contexts.services._canonical import (
     _canonical_json,
     _check_text,
     _digest,
-    _identical_prefix,
     _same_message,
 )
 from ctxweb.contexts.services._recent import _Recent
@@ -147,7 +147,7 @@ def _messages_plan(
     if recent is not None:
         limit = min(len(messages), len(recent.messages))
         # Messages parsed incrementally (turn_request_parse) are the previous turn's own objects.
-        start = _identical_prefix(messages, recent.messages)
+        start = identical_prefix(messages, recent.messages)
         while start < limit and _same_message(messages[start], recent.messages[start]):
             start += 1
         prefix = _Messages(
