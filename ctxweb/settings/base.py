@@ -246,6 +246,10 @@ REST_FRAMEWORK = {
         "ctxweb.api.throttling.CostlyRateThrottle",
     ],
     "DEFAULT_PAGINATION_CLASS": "ctxweb.api.pagination.StrictLimitOffsetPagination",
+    # JSON is the API's one representation: no browsable HTML pages of it (a browser's
+    # "*/*" gets JSON; a client accepting only something else, a 406). The export and the
+    # artifacts add their own renderers.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # ?format= is the export's parameter, not DRF's renderer override (JSON is the one renderer).
     "URL_FORMAT_OVERRIDE": None,
     "PAGE_SIZE": 50,

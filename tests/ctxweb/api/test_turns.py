@@ -640,3 +640,21 @@ def test_a_hung_send_is_abandoned_and_publishing_pauses(
     assert layer.cancelled.wait(5)  # the abandoned send does not linger on the loop
     assert events.publish(1, {"type": "turn.created"}) is False  # paused: not even tried
     assert layer.started == 1
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def test_the_api_speaks_json_only_even_to_a_browser(world: World) -> None:
+    """No browsable HTML pages of the API: a browser (signed in to the dashboard, so its
+    session authenticates) gets the JSON a client gets; a client that accepts only HTML is
+    told so in the API's error shape."""
+    client = world.login(world.owner)
+    listing = client.get("/api/v1/sessions", HTTP_ACCEPT=BROWSER_ACCEPT)
+    assert listing.status_code == 200
+    assert listing["Content-Type"] == "application/json"
+    assert "results" in listing.json()
+    refused = client.get("/api/v1/sessions", HTTP_ACCEPT="text/html")
+    assert refused.status_code == 406
+    assert refused["Content-Type"] == "application/json"
+    assert refused.json()["error"]["code"] == "not_acceptable"
