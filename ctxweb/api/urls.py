@@ -18,6 +18,8 @@ from ctxweb.api import (
 )
 
 urlpatterns = [
+    # First, as Django tries the patterns in order: agents post turns on every model call.
+    path("sessions/<path:external_id>/turns", turns.TurnsApi.as_view(), name="api-turns"),
     path(
         "sessions/<path:external_id>/operations",
         operations.OperationCreateApi.as_view(),
@@ -49,7 +51,6 @@ urlpatterns = [
     path("imports", imports.ImportListApi.as_view(), name="api-imports"),
     path("imports/<str:job_id>", imports.ImportDetailApi.as_view(), name="api-import-detail"),
     path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
-    path("sessions/<path:external_id>/turns", turns.TurnsApi.as_view(), name="api-turns"),
     path(
         "sessions/<path:external_id>/turns/<int:index>",
         turns.TurnDetailApi.as_view(),
