@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import http.client
 import json
+import os
 import shutil
 import signal
 import statistics
@@ -38,14 +39,23 @@ def late_turns_over_http(
     redis_url: str | None = None,
     rate_limits: bool = False,
     profile: bool = False,
+    phases: bool = False,
 ) -> dict[str, Any]:
     """Post ``bodies`` (one session's turns, JSON) to a fresh server; the last ``late`` turns'
     latency, ``json.loads`` of the same bytes, and (with ``profile``) the server's hottest frames.
     With ``redis_url``, the server's channel layer and cache are on Redis (the production shape);
-    with ``rate_limits``, the default ones apply (else they are off).
+    with ``rate_limits``, the default ones apply (else they are off). With ``phases``, the server
+    is :mod:`timed_app` and the result's ``phases`` say where each late turn's time went (the
+    zstd pass is skipped).
     """
     data = Path(tempfile.mkdtemp(prefix="ctxweb-e2e-"))
     extra = {} if rate_limits else {"CTXWEB_RATE_LIMIT": ""}
+    app = "ctxweb.asgi:application"
+    if phases:
+        here = str(Path(__file__).resolve().parent)
+        extra["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+        extra["CTXWEB_PHASES_FILE"] = str(data / "phases.json")
+        app = "timed_app:application"
     if database_url:
         extra["DATABASE_URL"] = database_url
     if redis_url:
@@ -56,16 +66,20 @@ def late_turns_over_http(
     latencies: list[float] = []
     decodes: list[float] = []
     compressed: list[float] = []
+    client: list[dict[str, float]] = []  # the client's timestamps of each turn (phases)
+    server_steps: list[dict[str, Any]] = []
     sampler = None
     try:
-        with daphne(env) as server:
+        with daphne(env, app=app) as server:
             conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
             for index, body in enumerate(bodies):
                 started = time.perf_counter()
                 conn.request("POST", "/api/v1/sessions/e2e/turns", body=body, headers=headers)
                 answer = conn.getresponse()
+                head = time.perf_counter()
                 reply = answer.read()
                 elapsed = time.perf_counter() - started
+                client.append({"start": started, "head": head, "done": started + elapsed})
                 if answer.status != 201:
                     raise RuntimeError(f"turn {index}: {answer.status} {reply[:300]!r}")
                 if index >= len(bodies) - late:
@@ -77,7 +91,7 @@ def late_turns_over_http(
             # a client holding its request would): what the server's inflating adds.
             packer = zstandard.ZstdCompressor()
             packed_headers = {**headers, "Content-Encoding": "zstd"}
-            for index, body in enumerate(bodies):
+            for index, body in enumerate([] if phases else bodies):
                 packed = packer.compress(body)
                 started = time.perf_counter()
                 conn.request("POST", "/api/v1/sessions/e2e-zstd/turns", packed, packed_headers)
@@ -104,6 +118,8 @@ def late_turns_over_http(
                     sampler.wait(timeout=60)
             conn.close()
         tokens = json.loads(reply)["total_tokens"]
+        if phases:  # the server writes them as it stops
+            server_steps = json.loads((data / "phases.json").read_text())
     finally:
         hottest = _hottest(data / "profile.raw") if profile else []
         shutil.rmtree(data, ignore_errors=True)
@@ -117,9 +133,48 @@ def late_turns_over_http(
         "json_loads_ms": decode * 1000,
         "ratio": latency / decode,
         "zstd_body_kb": len(zstandard.ZstdCompressor().compress(bodies[-1])) / 1e3,
-        "zstd_late_median_ms": statistics.median(compressed) * 1000,
+        "zstd_late_median_ms": statistics.median(compressed) * 1000 if compressed else 0.0,
         "hottest": hottest,
+        "phases": _phases(client[-late:], server_steps[-late:], decode) if phases else [],
     }
+
+
+#: A late turn's phases: (what, from, to), a step of the client (``c.``) or of the server
+#: (``s.``, :mod:`timed_app`).
+PHASES = [
+    ("the client sends the request; daphne reads its first bytes", "c.start", "s.received"),
+    ("the rest of the request (the body) arrives", "s.received", "s.process"),
+    ("daphne starts the request: its ASGI application is called", "s.process", "s.app"),
+    ("the application hands the request to a pool thread", "s.app", "s.django"),
+    ("**Django in the pool thread** (middleware, view, closing)", "s.django", "s.django_end"),
+    ("the answer comes back to the event loop, to daphne", "s.django_end", "s.answer"),
+    ("daphne and Twisted write the answer to the socket", "s.answer", "s.written"),
+    ("the client wakes and reads the status line and headers", "s.written", "c.head"),
+    ("the client reads the body", "c.head", "c.done"),
+    ("**the whole request, at the client**", "c.start", "c.done"),
+]
+
+
+def _phases(
+    client: list[dict[str, float]], server: list[dict[str, Any]], decode: float
+) -> list[tuple[str, float, float]]:
+    """Each phase of :data:`PHASES`: its median over the turns (ms), and that over ``decode``
+    (``json.loads`` of a body, seconds). Medians do not add up to the median of the whole."""
+    if len(client) != len(server) or any(
+        not c["start"] < s["process"] < s["written"] < c["done"]
+        for c, s in zip(client, server, strict=False)
+    ):
+        raise RuntimeError("the server's timestamps are not those of the client's turns")
+    rows = []
+    for what, start, end in PHASES:
+        spans = []
+        for c, s in zip(client, server, strict=True):
+            steps = {**{f"c.{k}": v for k, v in c.items()}, **{f"s.{k}": v for k, v in s.items()}}
+            if start in steps and end in steps:
+                spans.append(steps[end] - steps[start])
+        median = statistics.median(spans) if spans else float("nan")
+        rows.append((what, median * 1000, median / decode))
+    return rows
 
 
 def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:

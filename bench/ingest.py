@@ -23,7 +23,9 @@ file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
    ``--http-tokens`` posted to a live daphne on the backend, each late turn's latency at the
    client against ``json.loads`` of the same bytes in the same run, in ``--http-runs`` runs on
    fresh servers, the median run reported with every run's ratio (``--profile-http``: where the
-   server's time goes, sampled by py-spy in the first run).
+   server's time goes, sampled by py-spy in the first run); then one more run on
+   :mod:`timed_app`, each step of each late turn timestamped, client and server on one clock
+   (``--no-phases`` skips it).
 
 Results go to ``docs/benchmarks.md`` under ``## Ingest`` (the other sections are kept).
 """
@@ -81,6 +83,11 @@ def main() -> None:
     parser.add_argument("--http-tokens", type=int, default=180_000)
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--profile-http", action="store_true")
+    parser.add_argument(
+        "--no-phases",
+        action="store_true",
+        help="skip the extra HTTP run that times each step of a late turn (bench/timed_app.py)",
+    )
     args = parser.parse_args()
     if args.worker:
         result = run_worker(args)
@@ -172,6 +179,11 @@ def run_http(backend: str, args: argparse.Namespace) -> dict[str, Any]:
         result = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
         result["hottest"] = runs[0]["hottest"]
         result["run_ratios"] = [r["ratio"] for r in runs]
+        if not args.no_phases:
+            progress(f"[{backend}] through HTTP, each step timed: {len(bodies)} turns")
+            fresh()
+            timed = late_turns_over_http(bodies, late=LATE, database_url=url, phases=True)
+            result["phases"] = timed["phases"]
         progress(f"[{backend}] through HTTP, with a coding agent's tool list: {len(bodies)} turns")
         tooled = [_with_tools(body) for body in bodies]
         fresh()
@@ -638,6 +650,23 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                     f"{t['late_median_ms']:.1f} / {t['late_p95_ms']:.1f} ms | "
                     f"{t['json_loads_ms']:.2f} ms | **{t['ratio']:.2f}×** |"
                 )
+        for r in results.values():
+            if r["http"].get("phases"):
+                lines += [
+                    "",
+                    f"Where a late turn's time goes ({r['database']}): an extra run of the same"
+                    " session, each step of each turn timestamped on the clock the client reads"
+                    " (`bench/timed_app.py`: daphne's and Twisted's methods wrapped; that run's"
+                    " latencies are not in the rows above). Medians of the last"
+                    f" {LATE} turns, so they do not add up exactly:",
+                    "",
+                    "| step | median | × json.loads |",
+                    "|---|---|---|",
+                ]
+                lines += [
+                    f"| {what} | {ms:.3f} ms | {times:.2f}× |"
+                    for what, ms, times in r["http"]["phases"]
+                ]
         for r in results.values():
             if r["http"]["hottest"]:
                 lines += [

@@ -107,16 +107,22 @@ def free_port() -> int:
 
 
 class Daphne:
-    """``daphne ctxweb.asgi:application`` on a free loopback port, in its own process group, its
-    output collected (the last lines go into failure messages)."""
+    """``daphne ctxweb.asgi:application`` (or another ``app``) on a free loopback port, in its
+    own process group, its output collected (the last lines go into failure messages)."""
 
-    def __init__(self, env: Mapping[str, str], *, keep_lines: int = 5000) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        keep_lines: int = 5000,
+        app: str = "ctxweb.asgi:application",
+    ) -> None:
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("daphne")),
                 "-e",
                 "tcp:port=0:interface=127.0.0.1",
-                "ctxweb.asgi:application",
+                app,
             ],
             cwd=ROOT,
             env=dict(env),
@@ -181,9 +187,9 @@ class Daphne:
 
 
 @contextmanager
-def daphne(env: Mapping[str, str]) -> Iterator[Daphne]:
+def daphne(env: Mapping[str, str], *, app: str = "ctxweb.asgi:application") -> Iterator[Daphne]:
     """A ready server, stopped on exit."""
-    server = Daphne(env)
+    server = Daphne(env, app=app)
     try:
         yield server.wait_ready()
     finally:
