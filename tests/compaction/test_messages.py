@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -400,6 +402,38 @@ def test_the_canonical_dict_round_trips_every_part_kind() -> None:
         assert json.loads(json.dumps(data)) == data
         assert message_from_dict(data) == message
     assert context_from_dict(context_to_dict(context)) == context
+
+
+def test_extra_is_copied_as_a_json_round_trip_copies_it() -> None:
+    """``message_to_dict`` copies ``extra`` into plain JSON values as ``json.dumps`` then
+    ``json.loads`` would (sets sorted, mappings as dicts), whichever way it makes the copy."""
+    extra = {
+        "plain": {"n": [1, 2.5, None, True, "é"], "big": 2**70, "negative zero": -0.0},
+        "tuple": (1, (2, 3)),
+        "set": {3, 1, 2},
+        "int keys": {1: "a", 2.5: "b"},
+        "view": MappingProxyType({"k": "v"}),
+    }
+    data = message_to_dict(Message("user", (TextPart("hi"),), extra=extra))["extra"]
+    assert data == {
+        "plain": {"n": [1, 2.5, None, True, "é"], "big": 2**70, "negative zero": -0.0},
+        "tuple": [1, [2, 3]],
+        "set": [1, 2, 3],
+        "int keys": {"1": "a", "2.5": "b"},
+        "view": {"k": "v"},
+    }
+    assert math.copysign(1, data["plain"]["negative zero"]) == -1
+    assert type(data["plain"]["big"]) is int
+    assert type(data["plain"]["n"][1]) is float
+    # A NaN or an infinity stays one (msgspec alone would write null).
+    odd = message_to_dict(Message("user", (TextPart("hi"),), extra={"x": [math.nan, math.inf]}))
+    assert math.isnan(odd["extra"]["x"][0])
+    assert odd["extra"]["x"][1] == math.inf
+    # And the copy is a copy.
+    nested = {"a": {"b": [1]}}
+    copied = message_to_dict(Message("user", (TextPart("hi"),), extra=nested))["extra"]
+    assert copied == nested
+    assert copied["a"] is not nested["a"]
 
 
 @pytest.mark.parametrize(
