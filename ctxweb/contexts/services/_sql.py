@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import Field, JSONField, Model
 
 from ctxweb.contexts.models import ManagedContext, Session, Turn
@@ -236,13 +236,74 @@ def _turns_since_sql(session_id: int, since: int) -> tuple[str, list[Any]]:
     )
 
 
+#: Field classes whose values of these exact types ``get_db_prep_save`` gives back as they are,
+#: on SQLite and PostgreSQL (the databases ctxweb runs on): such a value is sent without it.
+_SENT_AS_IS: dict[type[Field[Any, Any]], tuple[type, ...]] = {
+    models.CharField: (str,),
+    models.TextField: (str,),
+    models.BooleanField: (bool,),
+    models.FloatField: (float,),
+    **dict.fromkeys(
+        (
+            models.IntegerField,
+            models.PositiveIntegerField,
+            models.BigIntegerField,
+            models.PositiveBigIntegerField,
+            models.SmallIntegerField,
+            models.PositiveSmallIntegerField,
+        ),
+        (int,),
+    ),
+}
+
+
+def _as_is(field: Field[Any, Any]) -> tuple[type, ...]:
+    """The exact types of ``field``'s values that go to the database as they are: its class's
+    (:data:`_SENT_AS_IS`; a foreign key's, its integer key's), and ``None`` if it is nullable."""
+    kind = type(field)
+    types: tuple[type, ...] = _SENT_AS_IS.get(kind, ())
+    if kind is models.ForeignKey:
+        target = type(getattr(field, "target_field", None))
+        types = (int,) if target in (models.AutoField, models.BigAutoField) else ()
+    return (*types, type(None)) if types and field.null else types
+
+
+@dataclass(frozen=True)
+class _Written:
+    """How a model's fields are written by the statements here: each field, the types of its
+    values sent as they are (:func:`_as_is`), and whether its ``pre_save`` is the plain read of
+    the attribute (not ``auto_now``'s)."""
+
+    fields: tuple[Any, ...]
+    as_is: tuple[tuple[type, ...], ...]
+    read: tuple[bool, ...]
+
+    @classmethod
+    def of(cls, fields: Sequence[Field[Any, Any]]) -> _Written:
+        return cls(
+            tuple(fields),
+            tuple(_as_is(field) for field in fields),
+            tuple(type(field).pre_save is Field.pre_save for field in fields),
+        )
+
+    def values(self, obj: Model, db: Any, *, adding: bool) -> list[Any]:
+        """``obj``'s values of these fields as ``save()`` sends them (with ``adding``, as an
+        insert does: ``auto_now_add`` times set)."""
+        values = []
+        for field, as_is, read in zip(self.fields, self.as_is, self.read, strict=True):
+            plain = read or not adding
+            value = getattr(obj, field.attname) if plain else field.pre_save(obj, True)
+            values.append(value if type(value) in as_is else _db_value(field, value, db))
+        return values
+
+
 @dataclass(frozen=True)
 class _ModelSql:
     """A model's SQL text, as statements written here use it."""
 
     table: str
     #: The fields written by an insert (all but the primary key), and their columns.
-    inserted: list[Any]
+    inserted: _Written
     columns: str
     #: One row's placeholders.
     values: str
@@ -259,11 +320,19 @@ def _sql_of(model: type[Model]) -> _ModelSql:
     inserted = [field for field in meta.concrete_fields if not field.primary_key]
     return _ModelSql(
         table=quote(meta.db_table),
-        inserted=inserted,
+        inserted=_Written.of(inserted),
         columns=", ".join(column[field.name] for field in inserted),
         values="(" + ", ".join(["%s"] * len(inserted)) + ")",
         column=column,
     )
+
+
+@cache
+def _updated(model: type[Model], names: tuple[str, ...]) -> tuple[_Written, str]:
+    """The fields ``names`` of ``model`` as :func:`_update_sql` writes them, and its ``SET``."""
+    sql = _sql_of(model)
+    fields = [field for field in model._meta.concrete_fields if field.name in names]
+    return _Written.of(fields), ", ".join(f"{sql.column[field.name]} = %s" for field in fields)
 
 
 def _insert_sql(objs: Sequence[Model]) -> tuple[str, list[Any]]:
@@ -271,9 +340,7 @@ def _insert_sql(objs: Sequence[Model]) -> tuple[str, list[Any]]:
     prepared as ``save()`` prepares it (``auto_now_add`` times set)."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = _sql_of(type(objs[0]))
-    params = [
-        _db_value(field, field.pre_save(obj, True), db) for obj in objs for field in sql.inserted
-    ]
+    params = [value for obj in objs for value in sql.inserted.values(obj, db, adding=True)]
     values = ", ".join([sql.values] * len(objs))
     return f"INSERT INTO {sql.table} ({sql.columns}) VALUES {values}", params
 
@@ -282,12 +349,10 @@ def _update_sql(obj: Model, names: Sequence[str]) -> tuple[str, list[Any]]:
     """The ``UPDATE`` of ``obj``'s fields ``names``, as ``save(update_fields=names)`` writes it."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = _sql_of(type(obj))
-    fields = [field for field in obj._meta.concrete_fields if field.name in names]
-    params = [_db_value(field, getattr(obj, field.attname), db) for field in fields]
-    assignments = ", ".join(f"{sql.column[field.name]} = %s" for field in fields)
+    written, assignments = _updated(type(obj), tuple(names))
     return (
         f"UPDATE {sql.table} SET {assignments} WHERE {sql.column['id']} = %s",
-        [*params, obj.pk],
+        [*written.values(obj, db, adding=False), obj.pk],
     )
 
 
