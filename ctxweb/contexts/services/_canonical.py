@@ -26,7 +26,49 @@ from compaction.messages import Message as LibMessage
 
 
 def _canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON text (sorted keys, no spaces): the text stored hashes were
+    made of, so it never changes. msgspec writes it when ``value`` holds no float and only
+    string keys (:func:`_msgspec_writes_it_alike`): the same text, in about a fifth of the time;
+    :mod:`json` otherwise."""
+    if _msgspec_writes_it_alike(value):
+        try:
+            return _SORTED_JSON.encode(value).decode()
+        except (TypeError, ValueError, msgspec.EncodeError):  # a lone surrogate: json writes it
+            pass
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+#: The types msgspec writes as :func:`json.dumps` does, sorted keys and all, exactly.
+_ALIKE = frozenset({str, int, bool, type(None)})
+#: Past this many values, one is left to :mod:`json` without looking further (a message holds a
+#: few dozen; a large tool list, thousands, and is seldom written this way).
+_ALIKE_LOOKED_AT = 512
+
+
+def _msgspec_writes_it_alike(value: Any) -> bool:
+    """Whether ``value`` is made only of dicts with string keys, lists, tuples, strings,
+    integers, booleans and ``None``: msgspec writes a float with an exponent otherwise
+    (``1e16``, where :mod:`json` writes ``1e+16``) and a NaN as ``null``, and sorts keys that
+    are no strings after making them strings (json before). False past :data:`_ALIKE_LOOKED_AT`
+    values (a cycle too: json refuses it)."""
+    stack = [value]
+    budget = _ALIKE_LOOKED_AT
+    while stack:
+        budget -= 1
+        if budget < 0:
+            return False
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind not in _ALIKE:
+            return False
+    return True
 
 
 def _digest(text: str) -> str:
