@@ -75,3 +75,15 @@ def fresh_channel_layer() -> Iterator[None]:
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_memory() -> Iterator[None]:
+    """Each test starts as a new web process would: remembering no session's latest turn. A
+    database rolled back between tests hands the same ids out again, so what an earlier test
+    left in this memory can name the next test's session: ingestion checks it and takes the
+    slow path (correct), but a test counting which path a turn took would count that too."""
+    from ctxweb.contexts import services
+
+    with services.as_another_process():
+        yield
