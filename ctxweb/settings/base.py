@@ -250,6 +250,7 @@ REST_FRAMEWORK = {
     # "*/*" gets JSON; a client accepting only something else, a 406). The export and the
     # artifacts add their own renderers.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "ctxweb.api.negotiation.ContentNegotiation",
     # ?format= is the export's parameter, not DRF's renderer override (JSON is the one renderer).
     "URL_FORMAT_OVERRIDE": None,
     "PAGE_SIZE": 50,

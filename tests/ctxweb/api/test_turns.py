@@ -654,6 +654,11 @@ def test_the_api_speaks_json_only_even_to_a_browser(world: World) -> None:
     assert listing.status_code == 200
     assert listing["Content-Type"] == "application/json"
     assert "results" in listing.json()
+    for accept in (None, "*/*", "application/json", "application/*", "application/json; q=1"):
+        extra = {} if accept is None else {"HTTP_ACCEPT": accept}
+        answered = client.get("/api/v1/sessions", **extra)
+        assert answered.status_code == 200, accept
+        assert answered["Content-Type"] == "application/json", accept
     refused = client.get("/api/v1/sessions", HTTP_ACCEPT="text/html")
     assert refused.status_code == 406
     assert refused["Content-Type"] == "application/json"
