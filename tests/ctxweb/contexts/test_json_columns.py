@@ -4,11 +4,16 @@ it, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
+from typing import Any
 
 import pytest
+from django.db import connection
+from django.db.models import JSONField
 
-from ctxweb.contexts.models import Message, Turn
+from ctxweb.contexts.models import Message, Session, Turn
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
@@ -42,52 +47,86 @@ def test_a_turn_s_json_columns_read_back_as_they_were_sent(world: World) -> None
     assert content in json.dumps(detail, ensure_ascii=False)
 
 
-def test_rows_are_written_with_the_values_save_sends(world: World) -> None:
-    """The inserts and updates written by hand send each column what Django's ``save()`` would
-    (``get_db_prep_save``), values of every kind the models hold: the ones passed through as
-    they are (strings, integers, booleans, floats, keys, ``None``) and the ones converted."""
-    from django.db import connection
-    from django.utils.safestring import mark_safe
-
-    from ctxweb.contexts.models import Session
-    from ctxweb.contexts.services._sql import _db_value, _insert_sql, _update_sql
-
-    session = Session.objects.create(
+def test_a_turn_row_is_the_row_save_writes(world: World) -> None:
+    """The hand-written insert of a turn and update of its session store what Django's
+    ``save()`` stores for the same values, column by column (strings, integers, booleans,
+    floats, keys, ``None``, times; JSON compared as the values it reads back as)."""
+    client = world.api(world.ingest_key)
+    for index, extra in enumerate(({}, {"turn_id": "t-1", "usage": {"input_tokens": 5}})):
+        body = {
+            "format": "openai-chat",
+            "request": {
+                "model": "gpt-4o",
+                "max_tokens": 1000 + index,
+                "messages": [
+                    {"role": "user", "content": f"question {k}"} for k in range(index + 1)
+                ],
+            },
+            "response": {"role": "assistant", "content": None, "n": 1.5},
+            **extra,
+        }
+        answer = client.post(
+            "/api/v1/sessions/row-as-saved/turns",
+            data=json.dumps(body),
+            content_type="application/json",
+        )
+        assert answer.status_code == 201, answer.content
+    session = Session.objects.get(external_id="row-as-saved")
+    other = Session.objects.create(
         project=world.project,
-        external_id="prepared",
-        format="openai-chat",
-        model="gpt-4o",
-        context_window=128_000,
+        external_id="saved-by-the-orm",
+        format=session.format,
+        model=session.model,
+        context_window=session.context_window,
     )
-    turns = [
-        Turn(session=session, index=0, turn_id=None, body_hash="", keyframe=True,
-             context_window=128_000, total_tokens=10, counted_tokens=10, usage=None,
-             max_output_tokens=None, response={"content": None, "n": 1.5}),
-        Turn(session=session, index=1, turn_id=mark_safe("t-1"), body_hash="ab", keyframe=False,
-             context_window=128_000, total_tokens=True, counted_tokens=7, regions={"tools": 3},
-             max_output_tokens=4096, unknown=["x"], events=[{"type": "compaction"}]),
-    ]  # fmt: skip
-    for turn in turns:
-        _, params = _insert_sql([turn])
-        assert turn.created_at is not None  # auto_now_add, as save() sets it
-        fields = [f for f in Turn._meta.concrete_fields if not f.primary_key]
-        # (the time just set read back: add=False)
-        expected = [_db_value(f, f.pre_save(turn, False), connection) for f in fields]
-        assert [_plain(p) for p in params] == [_plain(p) for p in expected]
-        assert [type(_plain(p)) for p in params] == [type(_plain(p)) for p in expected]
-    session.last_fill = 1  # an int in a float column: converted, as save() converts it
-    session.turn_count = 3
-    names = ("turn_count", "last_fill", "last_activity_at")
-    _, params = _update_sql(session, names)
-    fields = [f for f in Session._meta.concrete_fields if f.name in names]
-    expected = [_db_value(f, getattr(session, f.attname), connection) for f in fields]
-    assert params == [*expected, session.pk]
-    assert [type(p) for p in params] == [type(p) for p in [*expected, session.pk]]
-    fill = params[[f.name for f in fields].index("last_fill")]
-    assert fill == 1.0
-    assert type(fill) is float
+    for turn in Turn.objects.filter(session=session):
+        ingested = _row(Turn, turn.pk)
+        turn.pk = None
+        turn.session = other
+        turn._state.adding = True
+        turn.save()
+        saved = _row(Turn, turn.pk)
+        for column in ("id", "session_id"):
+            ingested.pop(column), saved.pop(column)
+        assert _times_as_shapes(ingested) == _times_as_shapes(saved)
+    ingested = _row(Session, session.pk)
+    session.pk = None
+    session.external_id = "session-saved-by-the-orm"
+    session._state.adding = True
+    session.save()
+    saved = _row(Session, session.pk)
+    for column in ("id", "external_id"):
+        ingested.pop(column), saved.pop(column)
+    assert _times_as_shapes(ingested) == _times_as_shapes(saved)
 
 
-def _plain(value: object) -> object:
-    """A parameter as the driver sees it (psycopg's JSON wrapper compared by its value)."""
-    return getattr(value, "obj", value)
+def _times_as_shapes(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its times (written at different moments) as their shapes: the text's with
+    every digit a 9 (SQLite), or whether the time has a zone (PostgreSQL)."""
+    shaped = dict(row)
+    for name in ("created_at", "last_activity_at"):
+        value = shaped.get(name)
+        if isinstance(value, str):
+            shaped[name] = re.sub(r"\d", "9", value)
+        elif isinstance(value, datetime.datetime):
+            shaped[name] = value.tzinfo is not None
+    return shaped
+
+
+def _row(model: Any, pk: int) -> dict[str, Any]:
+    """The row of ``model`` ``pk`` as the database holds it: each column's value and, on SQLite,
+    its storage class (an integer and a real are told apart); JSON columns parsed."""
+    table = model._meta.db_table
+    json_columns = {f.column for f in model._meta.concrete_fields if isinstance(f, JSONField)}
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT * FROM "{table}" WHERE id = %s', [pk])
+        names = [d[0] for d in cursor.description]
+        values = dict(zip(names, cursor.fetchone(), strict=True))
+        if connection.vendor == "sqlite":
+            kinds = ", ".join(f'typeof("{name}")' for name in names)
+            cursor.execute(f'SELECT {kinds} FROM "{table}" WHERE id = %s', [pk])
+            values |= {f"{n} (stored as)": k for n, k in zip(names, cursor.fetchone(), strict=True)}
+    for name in json_columns:
+        if isinstance(values[name], str):
+            values[name] = json.loads(values[name])
+    return values
