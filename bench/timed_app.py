@@ -16,6 +16,9 @@ Steps (each the first time it happens for the request):
 - ``answer``: the application hands daphne the response's start;
 - ``written``: the response's first bytes are handed to the socket's ``send``.
 
+The steps are those of one request at a time (the benchmark's one client waits for each answer
+before it posts again): concurrent requests would mix theirs.
+
 Only for measuring: the hooks wrap daphne's and Twisted's methods (about a microsecond each), so
 the latencies of a timed run are not reported as the benchmark's.
 """

@@ -137,19 +137,24 @@ def _loaded(model: type[_M], cursor: Any) -> list[_M]:
 
 
 _JSON = msgspec.json.Encoder()
+_JSON_READ = msgspec.json.Decoder()
 
 
 def _json_text(value: Any) -> str:
     """``value`` as JSON text: msgspec's encoding (a message's text several times faster than
     :func:`json.dumps`), the same values read back; :func:`json.dumps` for what msgspec
-    refuses (a key that is no string or number, a lone surrogate), and for text holding
-    ``null``: msgspec writes a NaN or an infinity so (an import read with Python's JSON may hold
-    one), where :func:`json.dumps` writes what reads back as it was."""
+    refuses (a key that is no string or number, a lone surrogate), and for a text holding
+    ``null`` that does not read back as ``value``: msgspec writes a NaN or an infinity so (an
+    import read with Python's JSON may hold one), where :func:`json.dumps` writes what reads
+    back as it was. A real ``null`` (a message's empty content, a usage's missing count) keeps
+    msgspec's text."""
     try:
         encoded = _JSON.encode(value)
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         return json.dumps(value)
-    return json.dumps(value) if b"null" in encoded else encoded.decode()
+    if b"null" in encoded and _JSON_READ.decode(encoded) != value:
+        return json.dumps(value)
+    return encoded.decode()
 
 
 def _db_value(field: Field[Any, Any], value: Any, db: Any) -> Any:
