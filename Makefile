@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 8000
 PYTHON ?= python3
 
-.PHONY: run test check lint fmt worker beat install install-dev migrate clean
+.PHONY: run test check lint fmt worker beat install install-dev install-agents migrate clean
 
 $(VENV)/.installed-run: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,8 +15,16 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
+# The coding agents the tests run through the proxy (tests/ctxweb/proxy/test_agents.py): the
+# releases pinned in agents/package-lock.json, from the npm registry into agents/node_modules
+# (never globally). The stamp lives there too: removing node_modules installs them again.
+agents/node_modules/.installed-agents: agents/package.json agents/package-lock.json
+	npm ci --prefix agents --no-audit --no-fund
+	touch $@
+
 install: $(VENV)/.installed-run
-install-dev: $(VENV)/.installed-dev
+install-agents: agents/node_modules/.installed-agents
+install-dev: $(VENV)/.installed-dev install-agents
 
 migrate: install
 	$(PY) manage.py migrate --noinput
