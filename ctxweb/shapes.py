@@ -31,6 +31,12 @@ class SessionOutput(serializers.Serializer):  # type: ignore[type-arg]
     format = serializers.CharField()
     model = serializers.CharField()
     context_window = serializers.IntegerField()
+    context_window_source = serializers.ChoiceField(
+        choices=["request", "model", "default"],
+        help_text="request: a turn stated the window (the REST context_window, a request header"
+        " such as anthropic-beta: context-1m-..., or a model name ending [1m]); model: guessed"
+        " from ctxweb's table of model windows; default: guessed, the model being unknown",
+    )
     output_reserve = serializers.IntegerField()
     usable = serializers.SerializerMethodField()
     encoding = serializers.CharField()

@@ -28,6 +28,12 @@ class Session(models.Model):
     format = models.CharField(max_length=32)
     model = models.CharField(max_length=200, blank=True)
     context_window = models.PositiveIntegerField()
+    context_window_source = models.CharField(
+        max_length=16,
+        default="model",
+        help_text="request: a turn stated the window (a header, the model's [1m] suffix,"
+        " context_window); model or default: guessed (compaction.windows)",
+    )
     output_reserve = models.PositiveIntegerField(default=0)
     encoding = models.CharField(max_length=32)
     approximate = models.BooleanField(default=False)

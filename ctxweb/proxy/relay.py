@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import msgspec
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -46,6 +47,7 @@ from django.db import close_old_connections, connection
 from ctxweb import ratelimit
 from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
+from ctxweb.contexts.services.ingest import WINDOW_HEADERS, call_context_window
 from ctxweb.contexts.services.proxying import (
     proxy_answer_finished,
     proxy_prepare,
@@ -211,10 +213,31 @@ def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
     _RECORDER.submit(lambda: connection.close() if close else None).result(timeout=timeout)
 
 
-def _record(**call: Any) -> None:
+class _Model(msgspec.Struct):
+    """The one field of a request body the window needs (msgspec skips the rest unread)."""
+
+    model: Any = None
+
+
+def _window(body: bytes, headers: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """What the call says of its window (the model it names, the headers selecting a longer
+    one), as ``proxy_record``'s ``context_window`` and ``context_window_source``."""
+    try:
+        model = msgspec.json.decode(body, type=_Model).model
+    except msgspec.DecodeError:  # not a JSON object: proxy_record says so
+        model = None
+    window, source = call_context_window(
+        model=model if isinstance(model, str) else None, headers=headers
+    )
+    return {"context_window": window, "context_window_source": source}
+
+
+def _record(*, window_headers: Sequence[tuple[str, str]] = (), **call: Any) -> None:
     """In the recorder's thread, which keeps its database connection between calls (a new one
-    per call costs more than the recording), checked before use after an idle spell."""
+    per call costs more than the recording), checked before use after an idle spell. The
+    call's window is read from its body and ``window_headers`` there too, off the event loop."""
     global _recorder_used
+    call.update(_window(call["request_body"], window_headers))
     if time.monotonic() - _recorder_used > RECORDER_IDLE_CHECK:
         connection.close_if_unusable_or_obsolete()
         if connection.connection is not None and not connection.is_usable():
@@ -289,6 +312,7 @@ async def relay(
         format = None
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     project, key_id, sent = key.project, key.pk, body
+    window_headers = [(name, value) for name, value in headers if name.lower() in WINDOW_HEADERS]
     encoded = answer.headers.get("content-encoding", "").lower() in ("gzip", "deflate")
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -325,6 +349,7 @@ async def relay(
                             original=original,
                             events=events,
                             compressed=encoded,
+                            window_headers=window_headers,
                         )
             finally:
                 await answer.aclose()

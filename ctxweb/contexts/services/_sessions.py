@@ -11,7 +11,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 
-from compaction.windows import DEFAULT_CONTEXT_WINDOW, context_window_for_model
+from compaction.windows import context_window_for_call
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services._sql import (
@@ -33,10 +33,13 @@ def session_get_or_create(
     context_window: int | None = None,
     output_reserve: int | None = None,
     source: str = "api",
+    context_window_source: str | None = None,
 ) -> Session:
     """The project's session ``external_id``, created on first use (locked for this transaction).
 
-    A new session's window is the request's, else the model table's, else the default.
+    A new session's window is the request's, else the model table's, else the default; its
+    ``context_window_source`` says which (``context_window_source``, when the caller guessed
+    ``context_window`` itself; else a given window counts as stated: "request").
     """
     session = (
         Session.objects.select_for_update().filter(project=project, external_id=external_id).first()
@@ -44,6 +47,11 @@ def session_get_or_create(
     if session is not None:
         return session
     encoding, approximate = encoding_for(model)
+    if context_window:
+        window, window_source = context_window, context_window_source or "request"
+    else:
+        guess = context_window_for_call(model)
+        window, window_source = guess.tokens, guess.source
     try:
         with transaction.atomic():
             return Session.objects.create(
@@ -51,9 +59,8 @@ def session_get_or_create(
                 external_id=external_id,
                 format=format,
                 model=model or "",
-                context_window=context_window
-                or context_window_for_model(model)
-                or DEFAULT_CONTEXT_WINDOW,
+                context_window=window,
+                context_window_source=window_source,
                 output_reserve=output_reserve or 0,
                 encoding=encoding,
                 approximate=approximate,
@@ -182,6 +189,7 @@ def _session_for_turn(
     output_reserve: int | None,
     source: str,
     then: Sequence[Then] = (),
+    context_window_source: str | None = None,
 ) -> _Locked:
     """:func:`_session_locked`, creating the session on first use (``then`` may have run)."""
     found = _session_locked(project=project, external_id=external_id, turn_id=turn_id, then=then)
@@ -195,6 +203,7 @@ def _session_for_turn(
         context_window=context_window,
         output_reserve=output_reserve,
         source=source,
+        context_window_source=context_window_source,
     )
     # Read again: a concurrent request may have created it and stored turns since.
     found = _session_locked(project=project, external_id=external_id, turn_id=turn_id)

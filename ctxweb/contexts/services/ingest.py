@@ -17,10 +17,11 @@ from compaction.messages import Context
 from compaction.regions import sum_regions
 from compaction.tokens import REQUEST_OVERHEAD
 from compaction.usage import normalize_usage
+from compaction.windows import HEADER_WINDOWS, context_window_for_call
 from ctxweb.accounts.models import Project
 from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import KEYFRAME_EVERY, Turn
+from ctxweb.contexts.models import KEYFRAME_EVERY, Session, Turn
 from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.services._canonical import (
     _body_digest,
@@ -75,6 +76,21 @@ _RESERVE_FIELD = {
     "anthropic-messages": "request.max_tokens",
     "openai-responses": "request.max_output_tokens",
 }
+
+
+#: The request headers that can select a model's window (lower case): a relay keeps these for
+#: :func:`call_context_window`.
+WINDOW_HEADERS = frozenset(window.header for window in HEADER_WINDOWS.values())
+
+
+def call_context_window(
+    *, model: str | None, headers: Sequence[tuple[str, str]] = ()
+) -> tuple[int, str]:
+    """The window of a model call relayed as is, and its source for :func:`turn_ingest`'s
+    ``context_window_source``: "request" when the call selects it (a header of
+    :data:`WINDOW_HEADERS`, a model name ending ``[1m]``), else "model" or "default" (guessed)."""
+    guess = context_window_for_call(model, headers)
+    return guess.tokens, guess.source
 
 
 def session_id_problem(external_id: str) -> str | None:
@@ -209,12 +225,17 @@ def turn_ingest(
     unknown: Sequence[str] = (),
     events: Sequence[Mapping[str, Any]] = (),
     source: str = "api",
+    context_window_source: str | None = None,
 ) -> IngestResult:
     """Store one model call of session ``external_id`` (created on first use), whole or not at all.
 
     A retry with the same ``turn_id`` and body returns the stored turn (``created`` False); the
     same ``turn_id`` with another body raises :class:`TurnConflict`. ``body`` is the posted body
     (``{"request": ..., ...}``) that ``context`` was parsed from.
+
+    ``context_window`` is the call's window: stated by the call unless ``context_window_source``
+    says the caller guessed it ("model", "default": see :mod:`compaction.windows`). A stated
+    window is the turn's and becomes the session's; a guessed one only names a new session's.
     """
     # Only a turn with a turn_id can be retried: hash the body only then.
     hashed = body is not None and turn_id is not None
@@ -252,6 +273,7 @@ def turn_ingest(
             output_reserve=context.max_output_tokens,
             source=source,
             then=then,
+            context_window_source=context_window_source,
         )
         returned = found.returned
         session, previous = found.session, found.previous
@@ -375,7 +397,16 @@ def turn_ingest(
                     "tokens_after": total,
                 }
             )
-        window = context_window or session.context_window
+        window = session.context_window
+        stated = bool(context_window) and context_window_source in (None, "request")
+        if stated and (window, session.context_window_source) != (context_window, "request"):
+            # the call says its window: the session's was guessed, or the call changed it
+            assert context_window is not None
+            window = session.context_window = context_window
+            session.context_window_source = "request"
+            Session.objects.filter(pk=session.pk).update(
+                context_window=window, context_window_source="request"
+            )
         extra = dict(context.extra)
         _check_text(extra, "request")
         if response is not None:
