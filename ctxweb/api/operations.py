@@ -1,6 +1,7 @@
-"""The REST API of operations and managed contexts: apply a strategy, follow it, undo it, fetch
-the context to send next, and set a session's automatic policy. Only operators apply, undo and
-set policies; viewers and ingest keys are told so (403), outsiders see nothing (404)."""
+"""The REST API of operations and managed contexts: apply a strategy, list a session's operations,
+follow one, undo it, fetch the context to send next, and set a session's automatic policy. Every
+member and key reads; only operators apply, undo and set policies (viewers and ingest keys are
+told so: 403); outsiders see nothing (404)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from ctxweb.accounts.access import Access, actor_for_request
 from ctxweb.api.access import not_found, require_access, require_session
 from ctxweb.api.errors import ApiError
+from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.api.schema import example
 from ctxweb.api.sessions import SessionDetailApi, session_data
 from ctxweb.api.strategies import StrategyField
+from ctxweb.api.throttling import ApiRateThrottle
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import deletion, operations, policy
 from ctxweb.shapes import OperationOutput
@@ -71,6 +75,8 @@ class OperationCreateApi(APIView):
         request=OperationInput, responses={202: OperationCreatedOutput}, examples=[example("apply")]
     )
     def post(self, request: Request, external_id: str) -> Response:
+        """Apply ``{"strategy", "params"}`` to the session's managed context in the background
+        (operators and operator keys): ``202`` with the operation to follow at ``url``."""
         access = require_access(request)
         session = require_session(access, external_id)
         require_operator(access)
@@ -96,6 +102,47 @@ class OperationCreateApi(APIView):
         )
 
 
+class OperationPageOutput(serializers.Serializer):  # type: ignore[type-arg]
+    count = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = OperationOutput(many=True)
+
+
+class OperationListApi(APIView):
+    """The session's operations, newest first, in pages."""
+
+    @extend_schema(
+        parameters=page_parameters(),
+        responses={200: OperationPageOutput},
+        operation_id="v1_sessions_operations_list",
+    )
+    def get(self, request: Request, external_id: str) -> Response:
+        """The session's operations, newest first, in pages, each as ``GET operations/{id}``
+        answers it: every status, applied by a member, a key or the session's policy, undone
+        ones included (``undone_at``). Every member and key of the project reads it."""
+        session = require_session(require_access(request), external_id)
+        paginator = StrictLimitOffsetPagination()
+        found = selectors.operation_list_for_session(session=session)
+        page = paginator.paginate_queryset(found, request, view=self) or []
+        return paginator.get_paginated_response(OperationOutput(page, many=True).data)
+
+
+class SessionOperationsApi(OperationListApi, OperationCreateApi):
+    """``sessions/{external_id}/operations``: GET lists the session's operations, POST applies
+    a strategy."""
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        # The route is a costly one (applying plans over a whole context); reading the list is
+        # as cheap as any other read, so it counts against the general limit only.
+        throttles = super().get_throttles()
+        if self.request.method in ("GET", "HEAD", "OPTIONS"):
+            return [t for t in throttles if type(t) is ApiRateThrottle]
+        return throttles
+
+
 def require_operation(access: Access, operation_id: int) -> Operation:
     operation = selectors.operation_get(project=access.project, operation_id=operation_id)
     if operation is None:
@@ -106,7 +153,7 @@ def require_operation(access: Access, operation_id: int) -> Operation:
 class OperationDetailApi(APIView):
     """An operation's status, progress, result stats and error."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: OperationOutput})
     def get(self, request: Request, operation_id: int) -> Response:
         operation = require_operation(require_access(request), operation_id)
         return Response(operation_data(operation))

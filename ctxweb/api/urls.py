@@ -22,7 +22,7 @@ urlpatterns = [
     path("sessions/<path:external_id>/turns", turns.TurnsApi.as_view(), name="api-turns"),
     path(
         "sessions/<path:external_id>/operations",
-        operations.OperationCreateApi.as_view(),
+        operations.SessionOperationsApi.as_view(),
         name="api-operations",
     ),
     path(

@@ -22,11 +22,14 @@ from ctxweb.contexts import selectors
 from ctxweb.front import charts
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.live import live_urls
+from ctxweb.shapes import OperationOutput
 
 if TYPE_CHECKING:
-    pass
+    from ctxweb.contexts.models import Operation
 
 PAGE_SIZE = 25
+#: Operations per page on the session page (``?operations=N`` turns the pages).
+OPERATIONS_PAGE_SIZE = 20
 #: A column header's first sort when clicked, and each sort's reverse.
 SORT_COLUMNS = {"name": "name", "turns": "-turns", "fill": "-fill", "recent": "recent"}
 REVERSED_SORT = {
@@ -156,6 +159,35 @@ def _first_turn_help(request: HttpRequest, access: Access) -> dict[str, str]:
 # --- session page -----------------------------------------------------------------------------
 
 
+def operation_actor(operation: Operation) -> str:
+    """Who applied an operation, as the audit log names them: ``policy`` (the session's automatic
+    policy), a member's username, ``key <prefix>`` for an API key, else ``system``."""
+    if operation.automatic:
+        return "policy"
+    if operation.created_by is not None:
+        return operation.created_by.get_username()
+    if operation.key_prefix:
+        return f"key {operation.key_prefix}"
+    return "system"
+
+
+def _operation_row(operation: Operation, *, project_id: int) -> dict[str, Any]:
+    """An operation as the session page lists it: its one shape (the API's), its times as
+    datetimes for the page's filters, who applied it and where to follow it."""
+    result = operation.result or {}
+    return {
+        **OperationOutput(operation).data,
+        "created": operation.created_at,
+        "undone": operation.undone_at,
+        "tokens_before": result.get("tokens_before"),
+        "tokens_after": result.get("tokens_after"),
+        "who": operation_actor(operation),
+        # The page's project, as the live URLs name it: right whatever project the user last
+        # switched to.
+        "url": f"{reverse('api-operation', args=[operation.pk])}?project={project_id}",
+    }
+
+
 @login_required
 def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
     """A session: the stacked chart of every turn, its settings and its latest turn's regions."""
@@ -167,6 +199,13 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
     chart = charts.chart_data(
         session=session, turns=turns, turn_url=reverse("turn-jump", args=[session.external_id])
     )
+    operation_page = Paginator(
+        selectors.operation_list_for_session(session=session), OPERATIONS_PAGE_SIZE
+    ).get_page(request.GET.get("operations"))
+    operation_rows = [
+        _operation_row(operation, project_id=session.project_id)
+        for operation in operation_page.object_list
+    ]
     rows: list[dict[str, Any]] = []
     if latest is not None:
         reserve = latest.max_output_tokens or session.output_reserve
@@ -190,6 +229,8 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "chart": chart,
             "live": live_urls(external_id=session.external_id, project_id=session.project_id),
             "events": charts.turn_events(turns),
+            "operations": operation_rows,
+            "operation_page": operation_page,
             "present": {name for t in turns for name, n in t.regions.items() if n},
             # The recording proxy sends this session's calls compacted (managed mode).
             "managed": latest is not None

@@ -3,6 +3,7 @@ and the jump to a turn by number. Works without JavaScript; a constant number of
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -114,6 +115,39 @@ def _message_view(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Event types shown as warnings on the turn page (something went other than asked).
+WARNING_EVENTS = frozenset({"warning", "error"})
+
+
+def _whole(value: Any) -> int | None:
+    """An id stored in an event, if it is one (events are JSON a client may have shaped)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def event_view(event: Any) -> dict[str, Any]:
+    """A stored turn event as the turn page shows it: its type, source and message, the
+    operation it names (``managed``: the one whose context the proxy sent; ``operation``: the
+    one the turn continues from), its tokens before and after, and whether it is a warning.
+    Whatever else it holds is kept, as text, under ``detail``."""
+    if not isinstance(event, dict):
+        return {"type": "unknown", "source": "", "message": str(event), "warning": False}
+    kind = str(event.get("type") or "unknown")
+    known = {"type", "source", "message", "operation", "operation_id", "strategy"}
+    known |= {"tokens_before", "tokens_after"}
+    detail = {k: v for k, v in event.items() if k not in known}
+    return {
+        "type": kind,
+        "source": str(event.get("source") or ""),
+        "message": str(event.get("message") or ""),
+        "operation": _whole(event.get("operation") or event.get("operation_id")),
+        "strategy": str(event.get("strategy") or ""),
+        "tokens_before": event.get("tokens_before"),
+        "tokens_after": event.get("tokens_after"),
+        "warning": kind in WARNING_EVENTS,
+        "detail": json.dumps(detail, sort_keys=True, default=str) if detail else "",
+    }
+
+
 #: Messages per page in the turn inspector.
 INSPECTOR_PAGE_SIZE = 200
 
@@ -199,6 +233,7 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
             "response_raw": response if response is not None and not response_views else None,
             "budget": b,
             "fill": turn.total_tokens / b.usable if b.usable else 0.0,
+            "turn_events": [event_view(e) for e in turn.events or []],
             "breakdown": charts.breakdown(
                 turn.regions, window=turn.context_window, reserve=reserve, total=turn.total_tokens
             ),

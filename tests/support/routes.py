@@ -99,13 +99,14 @@ API: dict[str, list[Call]] = {
         Call("POST", "/api/v1/sessions/{sid}/preview", data={"strategy": "baseagent-prune"})
     ],
     "api-operations": [
+        Call("GET", "/api/v1/sessions/{sid}/operations"),
         Call(
             "POST",
             "/api/v1/sessions/{sid}/operations",
             operator=True,
             data={"strategy": "baseagent-middle-out", "params": {}},
             ok=(202, 409),  # the second applier finds the first one's operation still queued
-        )
+        ),
     ],
     "api-operation": [Call("GET", "/api/v1/operations/{op}")],
     "api-operation-undo": [

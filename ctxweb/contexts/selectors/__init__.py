@@ -36,7 +36,7 @@ from ctxweb.contexts.selectors.managed import (
 from ctxweb.contexts.selectors.operations import (
     operation_active,
     operation_get,
-    operation_list,
+    operation_list_for_session,
     turn_operation_event,
 )
 from ctxweb.contexts.selectors.sessions import (
@@ -102,7 +102,7 @@ __all__ = [
     "messages_by_id",
     "operation_active",
     "operation_get",
-    "operation_list",
+    "operation_list_for_session",
     "session_any",
     "session_budget",
     "session_export_jsonl",

@@ -1,10 +1,12 @@
-"""Reads of operations: one by id in a project, a session's active one, its recent ones, and
+"""Reads of operations: one by id in a project, a session's active one, all of a session's, and
 whether a turn continues from an operation's managed context."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from django.db.models import QuerySet
 
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
@@ -34,9 +36,15 @@ def operation_active(*, session: Session) -> Operation | None:
     )
 
 
-def operation_list(*, session: Session, limit: int = 20) -> list[Operation]:
-    """The session's latest operations, newest first."""
-    return list(Operation.objects.filter(session=session).order_by("-created_at")[:limit])
+def operation_list_for_session(*, session: Session) -> QuerySet[Operation]:
+    """Every operation of the session, whatever its status or whoever applied it, newest first
+    (the latest id first among those created in the same instant). Each comes with its session
+    and the user who applied it: a page of them takes one query, whatever its size."""
+    return (
+        Operation.objects.filter(session=session)
+        .select_related("session", "created_by")
+        .order_by("-created_at", "-pk")
+    )
 
 
 def turn_operation_event(

@@ -448,3 +448,108 @@ def test_the_apply_form_needs_csrf_and_an_operator(
     outsider.force_login(world.outsider)
     assert outsider.post("/sessions/s1/operations/", {"strategy": "x"}).status_code == 404
     assert not Operation.objects.exists()
+
+
+# --- the session's operations list ----------------------------------------------------------
+
+
+def list_operations(client: Any, external_id: str = "s1", **query: Any) -> Any:
+    return client.get(f"/api/v1/sessions/{external_id}/operations", query)
+
+
+def test_the_session_lists_its_operations_newest_first_each_as_it_reads_alone(
+    world: World, session: Session, commit: Any
+) -> None:
+    operator = world.api(world.operator_key)
+    first = commit(lambda: apply(operator, "s1", "baseagent-middle-out")).json()["id"]
+    assert operator.post(f"/api/v1/operations/{first}/undo").status_code == 200
+    second = commit(lambda: apply(operator, "s1", "baseagent-prune")).json()["id"]
+
+    response = list_operations(operator)
+    assert response.status_code == 200, response.content
+    page = response.json()
+    assert set(page) == {"count", "limit", "offset", "next", "previous", "results"}
+    assert page["count"] == 2
+    assert (page["limit"], page["offset"], page["next"], page["previous"]) == (50, 0, None, None)
+    assert [o["id"] for o in page["results"]] == [second, first]
+    for listed in page["results"]:
+        assert listed == operator.get(f"/api/v1/operations/{listed['id']}").json()
+    newest, undone = page["results"]
+    assert newest["strategy"] == "baseagent-prune"
+    assert newest["session"] == "s1"
+    assert newest["undone_at"] is None
+    assert undone["status"] == "succeeded"
+    assert undone["undone_at"] is not None
+    assert undone["result"]["tokens_after"] < undone["result"]["tokens_before"]
+
+
+def test_a_session_without_operations_lists_none(world: World, session: Session) -> None:
+    page = list_operations(world.api(world.ingest_key)).json()
+    assert (page["count"], page["results"]) == (0, [])
+
+
+def test_the_operations_list_pages_with_limit_and_offset(
+    world: World, session: Session, commit: Any
+) -> None:
+    operator = world.api(world.operator_key)
+    ids = []
+    for strategy in ("baseagent-prune", "baseagent-middle-out", "nanobot-trim"):
+        ids.append(commit(lambda s=strategy: apply(operator, "s1", s)).json()["id"])
+    first = list_operations(operator, limit=2).json()
+    assert first["count"] == 3
+    assert [o["id"] for o in first["results"]] == ids[:0:-1]
+    assert first["previous"] is None
+    assert first["next"].endswith("/api/v1/sessions/s1/operations?limit=2&offset=2")
+    rest = operator.get(first["next"]).json()
+    assert [o["id"] for o in rest["results"]] == ids[:1]
+    assert rest["next"] is None
+    assert rest["previous"] is not None
+    bad = list_operations(operator, limit=0)
+    assert bad.status_code == 400
+    assert "limit" in bad.json()["error"]["fields"]
+    assert list_operations(operator, offset="-1").status_code == 400
+
+
+def test_every_member_and_key_reads_the_list_and_outsiders_get_404(
+    world: World, session: Session, commit: Any
+) -> None:
+    created = commit(lambda: apply(world.api(world.operator_key), "s1", "baseagent-prune"))
+    operation_id = created.json()["id"]
+    for reader in (
+        world.api(world.ingest_key),
+        world.login(world.teammate),
+        world.login(world.owner),
+    ):
+        response = list_operations(reader)
+        assert response.status_code == 200, response.content
+        assert [o["id"] for o in response.json()["results"]] == [operation_id]
+    for outsider in (world.api(world.outsider_key), world.login(world.outsider)):
+        response = list_operations(outsider)
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "not_found"
+    assert list_operations(world.api(world.ingest_key), "no-such-session").status_code == 404
+
+
+def test_the_other_projects_session_of_the_same_name_lists_only_its_own(
+    world: World, session: Session, commit: Any
+) -> None:
+    theirs = world.api(world.outsider_key)
+    response = commit(lambda: post_turn(theirs, "s1", body(history())))
+    assert response.status_code == 201, response.content
+    ours = commit(lambda: apply(world.api(world.operator_key), "s1", "baseagent-prune"))
+    mine = commit(lambda: apply(theirs, "s1", "baseagent-middle-out"))
+    assert [o["id"] for o in list_operations(theirs).json()["results"]] == [mine.json()["id"]]
+    listed = list_operations(world.api(world.ingest_key)).json()["results"]
+    assert [o["id"] for o in listed] == [ours.json()["id"]]
+
+
+def test_reading_the_list_does_not_spend_the_costly_budget(
+    world: World, session: Session, commit: Any, settings: Any
+) -> None:
+    settings.CTXWEB_RATE_LIMIT_COSTLY = "1/min"
+    operator = world.api(world.operator_key)
+    for _ in range(3):
+        assert list_operations(operator).status_code == 200
+    assert commit(lambda: apply(operator, "s1", "baseagent-prune")).status_code == 202
+    assert apply(operator, "s1", "baseagent-prune").status_code == 429
+    assert list_operations(operator).status_code == 200

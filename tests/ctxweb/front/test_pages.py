@@ -26,6 +26,7 @@ from ctxweb.contexts.selectors import turn_diff
 from ctxweb.contexts.services import turn_ingest
 from ctxweb.front.charts import sparkline
 from ctxweb.front.templatetags.dashboard import pointers, pretty_json
+from tests.support.builders import history
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
@@ -576,3 +577,152 @@ def test_a_session_the_proxy_manages_says_so_and_sources_read_in_words(world: Wo
     assert ">managed</span>" in page
     listing = client.get("/").content.decode()
     assert 'title="recorded by the proxy"' in listing
+
+
+# --- a turn's events and a session's operations ----------------------------------------------
+
+
+@pytest.fixture
+def run_operations(settings: Any, django_capture_on_commit_callbacks: Any) -> Any:
+    """Apply a strategy through the service; it runs when its transaction commits."""
+    from ctxweb.contexts.services import operations
+
+    settings.CTXWEB_TASKS_INLINE = True
+
+    def run(session_id: str, strategy: str = "baseagent-middle-out", actor: Any = None) -> Any:
+        session = Session.objects.get(external_id=session_id)
+        with django_capture_on_commit_callbacks(execute=True):
+            operation = operations.operation_create(
+                session=session, strategy=strategy, params={}, actor=actor
+            )
+        operation.refresh_from_db()
+        assert operation.status == "succeeded", operation.error
+        return operation
+
+    return run
+
+
+def test_the_turn_page_shows_a_warning_and_a_managed_event_escaped(
+    world: World, run_operations: Any
+) -> None:
+    messages = grow(world.project, "managed", 3)
+    operation = run_operations("managed", actor=world.owner)
+    warning = f"managed mode: the request no longer starts with the context {EVIL}"
+    ingest(
+        world.project,
+        "managed",
+        [*messages, ask(9)],
+        events=[
+            {"type": "warning", "source": "proxy", "message": warning},
+            {"type": "managed", "source": "proxy", "operation": operation.pk},
+        ],
+    )
+    html = logged_in(world.teammate).get("/sessions/managed/turns/3/").content.decode()
+    events = html.split('id="events-title"')[1].split("</section>")[0]
+    assert "No events for this turn" not in events
+    # The turn also continues from the operation's context: the ingest marks it so, last.
+    warned, managed, continued = events.split('<li class="event ')[1:]
+    assert warned.startswith('event-warning warning"')
+    assert '<span class="tag warn event-type">warning</span>' in warned
+    assert "from proxy" in warned
+    assert "the request no longer starts with the context" in warned
+    assert "<script>" not in events
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in warned
+    assert "&lt;img src=x onerror=alert(1)&gt;" in warned
+    assert managed.startswith('event-managed"')
+    assert '<span class="tag event-type">managed</span>' in managed
+    assert "from proxy" in managed
+    assert f'href="/sessions/managed/#op-{operation.pk}"' in managed
+    assert f'href="/api/v1/operations/{operation.pk}?project={world.project.pk}"' in managed
+    assert continued.startswith('event-operation"')
+    assert f'href="/sessions/managed/#op-{operation.pk}"' in continued
+
+
+def test_a_turn_without_events_says_so(world: World) -> None:
+    grow(world.project, "quiet", 2)
+    html = logged_in(world.owner).get("/sessions/quiet/turns/1/").content.decode()
+    events = html.split('id="events-title"')[1].split("</section>")[0]
+    assert "No events for this turn" in events
+    assert '<li class="event' not in events
+
+
+def test_an_event_with_hostile_fields_renders_as_text(world: World) -> None:
+    grow(world.project, "odd", 1)
+    ingest(
+        world.project,
+        "odd",
+        [SYSTEM, ask(0), call(0), result(0), ask(1)],
+        events=[{"type": EVIL, "source": EVIL, "operation": EVIL, "extra": EVIL}],
+    )
+    html = logged_in(world.owner).get("/sessions/odd/turns/1/").content.decode()
+    events = html.split('id="events-title"')[1].split("</section>")[0]
+    assert "<script>" not in events
+    assert "<img" not in events
+    assert events.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3  # type, source, extra
+    assert "#op-" not in events  # not an operation id: no link made of it
+
+
+def operations_section(html: str) -> str:
+    return html.split('id="operations-title"')[1].split("</section>")[0]
+
+
+def test_the_session_page_lists_an_operation_applied_through_the_service(
+    world: World, run_operations: Any
+) -> None:
+    ingest(world.project, "s1", history())  # long tool outputs: middle-out shortens them
+    client = logged_in(world.teammate)
+    assert "None yet" in operations_section(client.get("/sessions/s1/").content.decode())
+
+    operation = run_operations("s1", actor=world.owner)
+    html = client.get("/sessions/s1/").content.decode()
+    listed = operations_section(html)
+    assert "None yet" not in html
+    assert f'<tr id="op-{operation.pk}"' in listed
+    assert f'href="/api/v1/operations/{operation.pk}?project={world.project.pk}"' in listed
+    assert "baseagent-middle-out" in listed
+    assert "succeeded" in listed
+    assert "<td>owner</td>" in listed
+    assert "just now" in listed
+    result = operation.result
+    assert result["tokens_after"] < result["tokens_before"]
+    assert f'<td class="num">{result["tokens_before"]:,}</td>' in listed
+    assert f'<td class="num">{result["tokens_after"]:,}</td>' in listed
+    assert "undone" not in listed
+
+
+def test_the_session_page_lists_every_operation_newest_first_and_marks_the_undone(
+    world: World, run_operations: Any
+) -> None:
+    from ctxweb.accounts.services import api_key_create
+    from ctxweb.contexts.services import operations
+
+    grow(world.project, "s1", 3)
+    key, _ = api_key_create(project=world.project, role="operator")
+    first = run_operations("s1", actor=world.owner)
+    operations.operation_undo(operation=first, actor=world.owner)
+    second = run_operations("s1", strategy="baseagent-prune", actor=key)
+    listed = operations_section(logged_in(world.owner).get("/sessions/s1/").content.decode())
+    rows = listed.split("<tr id=")[1:]
+    assert [row.split('"')[1] for row in rows] == [f"op-{second.pk}", f"op-{first.pk}"]
+    assert "baseagent-prune" in rows[0]
+    assert f"key {key.prefix}" in rows[0]
+    assert "undone" not in rows[0]
+    assert 'class="operation-row status-succeeded undone"' in rows[1]
+    assert ">undone</span>" in rows[1]
+
+
+def test_the_session_page_runs_the_same_queries_for_one_operation_or_several(
+    world: World, run_operations: Any
+) -> None:
+    from ctxweb.accounts.services import api_key_create
+
+    key, _ = api_key_create(project=world.project, role="operator")
+    grow(world.project, "one", 3)
+    grow(world.project, "several", 3)
+    run_operations("one", actor=world.owner)
+    run_operations("several", actor=world.owner)
+    run_operations("several", strategy="baseagent-prune", actor=key)
+    run_operations("several", strategy="nanobot-trim")
+    client = logged_in(world.owner)
+    client.get("/")  # the session is saved once on the first request
+    assert count_queries(client, "/sessions/one/") == count_queries(client, "/sessions/several/")
