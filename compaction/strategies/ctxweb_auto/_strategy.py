@@ -131,7 +131,9 @@ class CtxwebAuto(Strategy):
             3,
             min=0,
             max=1000,
-            help="the latest turn's last tool calls (and their outputs) always kept verbatim",
+            help="the latest turn's last tool calls (and their outputs) kept verbatim; in a"
+            " session of one prompt (or when nothing else can be shrunk) they give way, oldest"
+            " first, externalized before anything lossy, when nothing else reaches the target",
         ),
     )
 
@@ -253,19 +255,63 @@ class CtxwebAuto(Strategy):
         sources: Sources,
     ) -> int:
         """The last resort of ``latest_turn=auto``: steps 1-3 on the latest turn's older tool
-        outputs and arguments (from ``start`` on), then its oldest steps digested."""
+        outputs and arguments (from ``start`` on); then, in a session of one prompt or when
+        nothing else was found to shrink, its last ``keep_recent_outputs`` tool calls give way to
+        externalization, oldest first (lossless: behind artifacts); then its oldest steps are
+        digested; then those last calls are compacted and pruned, oldest first. Only parts of a
+        call or of its output change: no call loses its result."""
         latest = max(_latest_start(draft.messages), start)
         recent = _recent_start(draft.messages, latest, params["keep_recent_outputs"])
         for step in allowed:
             if total <= target or step not in OUTPUT_STEPS:
                 break
             total = shrink(draft, step, params, total, target, latest, recent)
+        # the protected calls give way only where they are all there is to shrink: a session of
+        # one prompt, or a plan that found nothing else (else older turns are the material, and
+        # the latest turn's last calls stay verbatim even above the target)
+        yields = not draft.edits or not any(map(is_user_turn_start, draft.messages[:latest]))
+        if yields:
+            total = _give_way(draft, params, total, target, latest, ("externalize",), allowed)
         if total > target and "digest" in allowed:
             # the fewest oldest steps that fit, reaching up to the last tool call if need be
             first = max(latest + 1, start)
             last = _recent_start(draft.messages, latest, min(params["keep_recent_outputs"], 1))
             total = digest_steps(draft, total, target, first, max(last, first), sources)
-        return total
+        if not yields:
+            return total
+        latest = max(_latest_start(draft.messages), start)
+        return _give_way(draft, params, total, target, latest, ("compact", "prune"), allowed)
+
+
+def _give_way(
+    draft: Draft,
+    params: dict[str, Any],
+    total: int,
+    target: int,
+    latest: int,
+    steps: tuple[str, ...],
+    allowed: tuple[str, ...],
+) -> int:
+    """``steps`` on the latest turn's protected tool calls (its last ``keep_recent_outputs``)
+    and their outputs, the oldest protected call first, until the total is within ``target``:
+    a session of one prompt and its tool rounds has no other outputs to shrink."""
+    keep = params["keep_recent_outputs"]
+    for step in steps:
+        if step not in allowed:
+            continue
+        for kept in range(keep - 1, -1, -1):
+            if total <= target:
+                return total
+            total = shrink(
+                draft,
+                step,
+                params,
+                total,
+                target,
+                latest,
+                _recent_start(draft.messages, latest, kept),
+            )
+    return total
 
 
 def _warn_latest_turn(draft: Draft, params: dict[str, Any]) -> None:
@@ -288,11 +334,21 @@ def _warn_latest_turn(draft: Draft, params: dict[str, Any]) -> None:
         draft.tokens(draft.context.messages[i]) for i in range(first, len(draft.context.messages))
     )
     after = sum(draft.tokens(m) for m in draft.messages[latest:])
+    keep = params["keep_recent_outputs"]
+    protected = _recent_start(list(draft.context.messages), first, keep)
+    gave = sum(1 for i in taken if i >= protected)
+    if gave:
+        kept_part = (
+            f"its request is kept verbatim; nothing else could reach the target, so {gave} of"
+            f" the messages of its last {keep} tool calls (keep_recent_outputs) gave way too,"
+            " oldest first, externalized before anything lossy"
+        )
+    else:
+        kept_part = f"its request and last {keep} tool calls are kept verbatim"
     draft.warn(
         f"ctxweb-auto: the target needed the latest user turn: {len(taken)} of its messages"
         f" (older tool outputs, arguments and steps) shrunk or digested behind artifacts"
-        f" ({before - after} tokens); its request and last {params['keep_recent_outputs']} tool"
-        " calls are kept verbatim. latest_turn=verbatim forbids this"
+        f" ({before - after} tokens); {kept_part}. latest_turn=verbatim forbids this"
     )
 
 
