@@ -726,3 +726,18 @@ def test_the_session_page_runs_the_same_queries_for_one_operation_or_several(
     client = logged_in(world.owner)
     client.get("/")  # the session is saved once on the first request
     assert count_queries(client, "/sessions/one/") == count_queries(client, "/sessions/several/")
+
+
+def test_the_session_page_shows_operations_twenty_a_page(world: World, run_operations: Any) -> None:
+    grow(world.project, "busy", 2)
+    ids = [run_operations("busy", strategy="nanobot-trim").pk for _ in range(21)]
+    client = logged_in(world.owner)
+    first = operations_section(client.get("/sessions/busy/").content.decode())
+    assert first.count("<tr id=") == 20
+    assert f'<tr id="op-{ids[-1]}"' in first
+    assert f'<tr id="op-{ids[0]}"' not in first
+    assert "Operations 1–20 of 21" in first
+    assert 'href="?operations=2#operations" rel="next"' in first
+    second = operations_section(client.get("/sessions/busy/?operations=2").content.decode())
+    assert [row.split('"')[1] for row in second.split("<tr id=")[1:]] == [f"op-{ids[0]}"]
+    assert 'href="?operations=1#operations" rel="prev"' in second
