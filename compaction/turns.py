@@ -46,6 +46,7 @@ __all__ = [
     "find_legal_start",
     "find_safe_boundary",
     "has_tool_calls",
+    "is_configuration",
     "is_safe_boundary",
     "is_tool_result_message",
     "is_user_turn_start",
@@ -73,6 +74,22 @@ def is_tool_result_message(message: Message) -> bool:
     if message.role == "tool":
         return True
     return message.role == "user" and any(isinstance(p, ToolResultPart) for p in message.parts)
+
+
+def is_configuration(message: Message) -> bool:
+    """Whether ``message`` configures the model rather than converses with it: a system or
+    developer message wherever it sits (Claude Code's agent and skill lists, Codex's permission
+    notes and ``additional_tools`` item), or an item of a role no adapter knows. No strategy
+    summarizes, moves or removes one (:meth:`compaction.strategies.Strategy.plan` sets them aside).
+
+    Example:
+        >>> from compaction.messages.model import Message, TextPart
+        >>> is_configuration(Message("developer", (TextPart("sandbox: read-only"),)))
+        True
+        >>> is_configuration(Message("user", (TextPart("hi"),)))
+        False
+    """
+    return message.role in ("system", "developer")
 
 
 def is_user_turn_start(message: Message) -> bool:

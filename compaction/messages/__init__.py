@@ -8,7 +8,9 @@ field for is kept in ``extra``. Keys of ``extra`` that start with ``ctxweb:`` ar
 request was shaped) and are never sent; use that prefix for any flag of your own.
 
 ``message_to_dict`` / ``message_from_dict`` (and the ``context_`` pair) give a JSON-safe canonical
-dict of the model; ``message_hash`` is the SHA-256 of a message's canonical JSON.
+dict of the model; ``message_hash`` is the SHA-256 of a message's canonical JSON (what is stored);
+``message_identity`` the digest of what it says, whatever its cache markers, item ids or key order
+(what joins calls into a conversation and what managed mode matches).
 
 Example:
     >>> body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -27,10 +29,12 @@ from typing import Any
 from compaction.errors import FormatError
 from compaction.messages import anthropic, openai_chat, openai_responses
 from compaction.messages._canonical import (
+    IDENTITY_IGNORED,
     context_from_dict,
     context_to_dict,
     message_from_dict,
     message_hash,
+    message_identity,
     message_to_dict,
 )
 from compaction.messages.model import (
@@ -51,6 +55,7 @@ from compaction.messages.model import (
 
 __all__ = [
     "FORMATS",
+    "IDENTITY_IGNORED",
     "ROLES",
     "Context",
     "Format",
@@ -67,6 +72,7 @@ __all__ = [
     "context_to_dict",
     "message_from_dict",
     "message_hash",
+    "message_identity",
     "message_to_dict",
     "messages_key",
     "parse",

@@ -33,10 +33,12 @@ from compaction.messages.model import (
 )
 
 __all__ = [
+    "IDENTITY_IGNORED",
     "context_from_dict",
     "context_to_dict",
     "message_from_dict",
     "message_hash",
+    "message_identity",
     "message_to_dict",
 ]
 
@@ -137,6 +139,89 @@ def message_hash(message: Message) -> str:
             sort_keys=True,
             separators=(",", ":"),
             default=_json_default,
+        )
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise FormatError("extra", f"not JSON-serializable: {exc}") from None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+#: Keys that say how a message was sent, not what it says: cache breakpoints (which agents move to
+#: the newest message on every call), the ids and statuses a provider gives its output items
+#: (which agents leave out when they send the items back), and the adapters' shape markers
+#: (a string or a list of one text block). :func:`message_identity` leaves them out.
+IDENTITY_IGNORED = frozenset(
+    {"cache_control", "id", "status", "ctxweb:shape", "ctxweb:absent", "ctxweb:explicit"}
+)
+
+
+def _identity_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in extra.items()
+        if key not in IDENTITY_IGNORED and value is not None and value != [] and value != {}
+    }
+
+
+def _identity_arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments
+
+
+def _identity_part(part: Part) -> dict[str, Any]:
+    raw = part.extra.get("ctxweb:raw") if isinstance(part, TextPart) else None
+    if isinstance(part, TextPart) and isinstance(raw, Mapping) and _raw_unchanged(part.text, raw):
+        # kept verbatim: its content, whatever the order of its keys in the text
+        return {"kind": "raw", "raw": _identity_extra(raw)}
+    out = _fields_to_dict(part, skip=("content", "extra"))
+    out["kind"] = part.kind
+    extra = _identity_extra(part.extra)
+    if extra:
+        out["extra"] = extra
+    if isinstance(part, ToolCallPart):
+        out["arguments"] = _identity_arguments(part.arguments)
+    if isinstance(part, ToolResultPart):
+        out["content"] = [_identity_part(p) for p in part.content]
+    return out
+
+
+def _raw_unchanged(text: str, raw: Mapping[str, Any]) -> bool:
+    try:
+        return json.dumps(raw, ensure_ascii=False, separators=(",", ":")) == text
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+def message_identity(message: Message) -> str:
+    """What a message says, as a SHA-256 hex digest: equal for messages that differ only in how
+    they were sent (:data:`IDENTITY_IGNORED`: cache breakpoints, output item ids and statuses,
+    keys with empty values, the order of keys in a verbatim item or in tool-call arguments, a
+    string or a one-block list); different whenever a text, a call or a result differs.
+
+    :func:`message_hash` identifies what is stored (every byte of it, so a turn renders back as
+    sent); this identifies what the model reads: joining calls into a conversation, the
+    difference between two turns and managed mode's prefix match compare it.
+
+    Example:
+        >>> a = Message("user", (TextPart("hi", extra={"cache_control": {"type": "ephemeral"}}),))
+        >>> message_identity(a) == message_identity(Message("user", (TextPart("hi"),)))
+        True
+        >>> message_identity(a) == message_identity(Message("user", (TextPart("hi!"),)))
+        False
+    """
+    out: dict[str, Any] = {
+        "role": message.role,
+        "parts": [_identity_part(p) for p in message.parts],
+    }
+    if message.name is not None:
+        out["name"] = message.name
+    extra = _identity_extra(message.extra)
+    if extra:
+        out["extra"] = extra
+    try:
+        text = json.dumps(
+            out, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_json_default
         )
     except (TypeError, ValueError, RecursionError) as exc:
         raise FormatError("extra", f"not JSON-serializable: {exc}") from None

@@ -31,6 +31,10 @@ PLAIN_DATA: Final = "ctxweb:plain_data"  # file data that was not a data URL
 SUMMARY: Final = "ctxweb:summary"  # Responses reasoning ``summary`` entries as sent
 MAX_KEY: Final = "ctxweb:max_tokens_key"  # which OpenAI Chat key held the output reserve
 INPUT: Final = "ctxweb:input"  # Responses ``input`` sent as a plain string
+INLINE: Final = "ctxweb:inline"  # a system message sent inside Anthropic's ``messages``
+ARGS: Final = "ctxweb:args"  # the key of a Responses call item that held its arguments
+ARGS_OBJECT: Final = "ctxweb:args_object"  # those arguments were an object, not JSON text
+RAW_VALUE: Final = "ctxweb:raw_value"  # a tool output that is not text or content parts, verbatim
 
 MAX_DEPTH: Final = 256
 _NAMES: Final = {
@@ -199,6 +203,30 @@ def loads_object(text: str) -> dict[str, Any]:
 def raw_part(block: Mapping[str, Any], path: str, **markers: Any) -> TextPart:
     """A block of a type the model has no class for: its JSON as text, the block verbatim."""
     return TextPart(text=dumps(block, path), extra={RAW: block, **markers})
+
+
+def raw_value_part(value: object, path: str) -> TextPart:
+    """A value of no known shape (a server tool's result list, a shell call's output records):
+    its JSON as text, the value verbatim."""
+    return TextPart(text=dumps(value, path), extra={RAW_VALUE: value})
+
+
+def raw_value_of(part: Part) -> tuple[bool, Any]:
+    """``(True, value)`` for a :func:`raw_value_part` whose text no strategy rewrote, else
+    ``(False, None)``."""
+    if not isinstance(part, TextPart) or RAW_VALUE not in part.extra:
+        return False, None
+    value = part.extra[RAW_VALUE]
+    try:
+        unchanged = json.dumps(value, ensure_ascii=False, separators=(",", ":")) == part.text
+    except (TypeError, ValueError, RecursionError):
+        return False, None
+    return unchanged, value if unchanged else None
+
+
+def raw_message(message: Mapping[str, Any], path: str) -> TextPart:
+    """A whole message of a role the model has no name for, kept verbatim (rendered as sent)."""
+    return raw_part(message, path, **{ITEM: True})
 
 
 def raw_of(part: Part) -> Mapping[str, Any] | None:

@@ -22,6 +22,8 @@ from typing import Any
 
 from compaction.errors import FormatError
 from compaction.messages._common import (
+    INLINE,
+    ITEM,
     MISSING,
     SHAPE,
     SOURCE,
@@ -42,6 +44,7 @@ from compaction.messages._common import (
     opt_int,
     opt_str,
     public,
+    raw_message,
     raw_of,
     raw_part,
 )
@@ -126,7 +129,7 @@ def render(context: Context) -> dict[str, Any]:
     system = list(context.system)
     messages: list[dict[str, Any]] = []
     for message in context.messages:
-        if message.role in ("system", "developer"):
+        if message.role in ("system", "developer") and not message.extra.get(INLINE):
             system.extend(p for p in message.parts if isinstance(p, TextPart))
             continue
         messages.append(_render_message(message))
@@ -144,14 +147,22 @@ def render(context: Context) -> dict[str, Any]:
 
 
 def parse_message(value: object, path: str) -> Message:
-    """One item of ``messages`` (at ``path``, such as ``messages.3``) as a :class:`Message`."""
+    """One item of ``messages`` (at ``path``, such as ``messages.3``) as a :class:`Message`.
+
+    A ``system`` message inside the list (Claude Code sends its agent and skill lists so) stays a
+    system message in its place; a message of a role this adapter does not know is kept whole,
+    verbatim, as a system message of one raw part: configuration a strategy never removes."""
     msg = expect_obj(value, path)
     role = expect_str(msg.get("role", MISSING), join(path, "role"))
-    if role not in ("user", "assistant"):
-        raise FormatError(join(path, "role"), f"unknown role {role!r}")
+    if role not in ("user", "assistant", "system"):
+        extra_of(msg, (), path)  # refuses reserved keys, as every other item does
+        return Message(role="system", parts=(raw_message(msg, path),), extra={INLINE: True})
     extra: dict[str, Any] = {}
     parts = _parse_content(msg.get("content", MISSING), join(path, "content"), extra)
     extra.update(extra_of(msg, ("role", "content"), path))
+    if role == "system":
+        extra[INLINE] = True
+        return Message(role="system", parts=parts, extra=extra)
     return Message(role="user" if role == "user" else "assistant", parts=parts, extra=extra)
 
 
@@ -251,8 +262,15 @@ def _parse_tool_result(block: Mapping[str, Any], path: str) -> ToolResultPart:
 
 
 def _render_message(message: Message) -> dict[str, Any]:
+    if len(message.parts) == 1 and message.parts[0].extra.get(ITEM):
+        raw = raw_of(message.parts[0])
+        if raw is not None:
+            return dict(raw)
     msg = public(message.extra)
-    msg["role"] = "assistant" if message.role == "assistant" else "user"
+    if message.extra.get(INLINE):
+        msg["role"] = "system"
+    else:
+        msg["role"] = "assistant" if message.role == "assistant" else "user"
     msg["content"] = _render_content(message.parts, message.extra)
     return msg
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from compaction.errors import FormatError
 from compaction.messages._common import (
     INNER,
+    ITEM,
     LEGACY,
     MAX_KEY,
     MISSING,
@@ -44,6 +44,7 @@ from compaction.messages._common import (
     opt_int,
     opt_str,
     public,
+    raw_message,
     raw_of,
     raw_part,
     split_data_url,
@@ -170,7 +171,9 @@ def parse_message(value: object, path: str) -> Message:
     if role == "function":
         return _parse_function_message(msg, path)
     if role not in _ROLES:
-        raise FormatError(join(path, "role"), f"unknown role {role!r}")
+        # A role this adapter does not know: the message kept whole, verbatim, as configuration.
+        extra_of(msg, (), path)
+        return Message(role="system", parts=(raw_message(msg, path),))
     consumed = {"role"}
     extra: dict[str, Any] = {}
     parts: list[Part] = []
@@ -325,6 +328,10 @@ def _parse_function_call(value: object, path: str) -> ToolCallPart:
 
 
 def _render_message(message: Message) -> list[dict[str, Any]]:
+    if len(message.parts) == 1 and message.parts[0].extra.get(ITEM):
+        raw = raw_of(message.parts[0])
+        if raw is not None:
+            return [dict(raw)]
     if message.role == "tool":
         return _render_tool_message(message)
     out: list[dict[str, Any]] = []

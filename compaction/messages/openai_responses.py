@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from compaction.errors import FormatError
 from compaction.messages._common import (
     ABSENT,
+    ARGS,
+    ARGS_OBJECT,
     INPUT,
     ITEM,
     MISSING,
@@ -36,6 +37,7 @@ from compaction.messages._common import (
     content_is_string,
     data_url,
     drop_absent,
+    dumps,
     expect_list,
     expect_obj,
     expect_str,
@@ -44,12 +46,15 @@ from compaction.messages._common import (
     is_plain_text,
     join,
     list_shape,
+    loads_object,
     mark_absent,
     opt_int,
     opt_str,
     public,
     raw_of,
     raw_part,
+    raw_value_of,
+    raw_value_part,
     split_data_url,
 )
 from compaction.messages.model import (
@@ -69,6 +74,21 @@ __all__ = ["MESSAGES", "build", "parse", "parse_item", "render"]
 
 #: The request key of the item list.
 MESSAGES = "input"
+
+#: Call items an output item answers by ``call_id``: each type, the key holding its arguments
+#: (JSON text, or an object), and the tool's name when the item carries none.
+_CALLS: dict[str, tuple[str, str]] = {
+    "custom_tool_call": ("input", "custom"),
+    "local_shell_call": ("action", "local_shell"),
+    "shell_call": ("action", "shell"),
+    "apply_patch_call": ("operation", "apply_patch"),
+    "computer_call": ("action", "computer"),
+}
+_OUTPUTS = frozenset(f"{kind}_output" for kind in _CALLS)
+#: Items that configure the model rather than converse with it (tool definitions sent inside
+#: ``input``, as Codex sends them, and an MCP server's tool list): kept verbatim, as developer
+#: messages, which no strategy summarizes, moves or removes.
+CONFIGURATION_ITEMS = frozenset({"additional_tools", "mcp_list_tools"})
 
 _ROLES: dict[str, Role] = {
     "system": "system",
@@ -207,14 +227,71 @@ def parse_item(value: object, path: str) -> Message:
         return Message(role="tool", parts=(result,))
     if kind == "reasoning":
         return Message(role="assistant", parts=(_parse_reasoning(item, path),))
+    if kind in _CALLS:
+        call_part = _parse_call(item, kind, path)
+        if call_part is not None:
+            return Message(role="assistant", parts=(call_part,))
+    if kind in _OUTPUTS:
+        output = _parse_output(item, kind, path)
+        if output is not None:
+            return Message(role="tool", parts=(output,))
+    raw = raw_part(item, path, **{ITEM: True})
+    if kind in CONFIGURATION_ITEMS:
+        return Message(role="developer", parts=(raw,))
     role: Role = "tool" if kind.endswith("_output") else "assistant"
-    return Message(role=role, parts=(raw_part(item, path, **{ITEM: True}),))
+    return Message(role=role, parts=(raw,))
+
+
+def _parse_call(item: Mapping[str, Any], kind: str, path: str) -> ToolCallPart | None:
+    """A call item other than ``function_call``; None when it lacks what pairing needs (then it
+    is kept verbatim)."""
+    key, default_name = _CALLS[kind]
+    call_id, name, arguments = item.get("call_id"), item.get("name"), item.get(key, MISSING)
+    if not isinstance(call_id, str) or not isinstance(name, str | None):
+        return None
+    extra: dict[str, Any] = {TYPE: kind}
+    if key != "arguments":
+        extra[ARGS] = key
+    if isinstance(arguments, str):
+        text = arguments
+    elif isinstance(arguments, Mapping | list):
+        text = dumps(arguments, join(path, key))
+        extra[ARGS_OBJECT] = True
+    else:
+        return None
+    extra.update(extra_of(item, ("type", "call_id", "name", key), path))
+    mark_absent(extra, item, ("name",))
+    return ToolCallPart(id=call_id, name=name or default_name, arguments=text, extra=extra)
+
+
+def _parse_output(item: Mapping[str, Any], kind: str, path: str) -> ToolResultPart | None:
+    """The output item of a call :func:`_parse_call` reads; None without a ``call_id``."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str):
+        return None
+    extra: dict[str, Any] = {TYPE: kind}
+    value = item.get("output", MISSING)
+    content: tuple[Part, ...]
+    if value is MISSING:
+        content = ()
+        extra[ABSENT] = ["output"]
+    elif isinstance(value, list) and all(
+        isinstance(v, Mapping) and isinstance(v.get("type"), str) for v in value
+    ):
+        content = _parse_content(value, join(path, "output"), "user", extra)
+    elif isinstance(value, str):
+        content = (TextPart(text=value),)
+    else:
+        content = (raw_value_part(value, join(path, "output")),)
+    extra.update(extra_of(item, ("type", "call_id", "output"), path))
+    return ToolResultPart(tool_call_id=call_id, content=content, extra=extra)
 
 
 def _parse_message_item(item: Mapping[str, Any], path: str) -> Message:
     role = expect_str(item.get("role", MISSING), join(path, "role"))
     if role not in _ROLES:
-        raise FormatError(join(path, "role"), f"unknown role {role!r}")
+        # A role this adapter does not know: the item kept whole, verbatim, as configuration.
+        return Message(role="system", parts=(raw_part(item, path, **{ITEM: True}),))
     extra: dict[str, Any] = {}
     content = _parse_content(item.get("content", MISSING), join(path, "content"), role, extra)
     extra.update(extra_of(item, ("type", "role", "content"), path))
@@ -340,17 +417,30 @@ def _message_item(message: Message, parts: tuple[Part, ...], *, with_extra: bool
 def _render_item(part: Part) -> dict[str, Any]:
     out = public(part.extra)
     if isinstance(part, ToolCallPart):
-        out.update(type="function_call", call_id=part.id, name=part.name, arguments=part.arguments)
-        return out
+        key = part.extra.get(ARGS, "arguments")
+        arguments: Any = part.arguments
+        if part.extra.get(ARGS_OBJECT):
+            arguments = loads_object(part.arguments)
+        kind = part.extra.get(TYPE, "function_call")
+        out.update({"type": kind, "call_id": part.id, "name": part.name, key: arguments})
+        return drop_absent(out, part.extra)
     if isinstance(part, ToolResultPart):
+        kind = part.extra.get(TYPE, "function_call_output")
         body = tuple(p for p in part.content if isinstance(p, TextPart | MediaPart))
+        verbatim, value = raw_value_of(body[0]) if len(body) == 1 else (False, None)
+        if verbatim:
+            out.update(type=kind, call_id=part.tool_call_id, output=value)
+            return out
+        if not body and "output" in part.extra.get(ABSENT, ()):
+            out.update(type=kind, call_id=part.tool_call_id)
+            return out
         if content_is_string(body, part.extra):
             output: str | list[Any] = body[0].text  # type: ignore[union-attr]
         elif not body and part.extra.get(SHAPE) != "list":
             output = ""
         else:
             output = [_render_part(p, "user") for p in body]
-        out.update(type="function_call_output", call_id=part.tool_call_id, output=output)
+        out.update(type=kind, call_id=part.tool_call_id, output=output)
         return out
     assert isinstance(part, ReasoningPart)
     stored = part.extra.get(SUMMARY)

@@ -13,7 +13,9 @@ Where a message's tokens go (:func:`message_regions`):
   for system and developer messages, ``user``, ``assistant``; ``summary`` when the message or
   the text block carries a summary marker), tool calls to ``tool_calls``, tool results to
   ``tool_results`` (except the media inside them, which go to ``media``), reasoning to
-  ``reasoning``, media to ``media``;
+  ``reasoning``, media to ``media``; an item or block kept verbatim (a type or role the adapters do
+  not know) to the region its type names in :data:`RAW_REGIONS` (tool definitions sent inside the
+  conversation to ``tools``, provider-side tool calls to ``tool_calls``...), else to ``other``;
 - the message's overhead goes to the region of its role (system and developer to ``system``, user
   to ``user``, assistant to ``assistant``, tool to ``tool_results``), or to ``summary`` for a
   summary message of any role.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from compaction.regions._budget import Budget, Policy, TriggerKind, budget
 from compaction.regions._classification import (
+    RAW_REGIONS,
     REGIONS,
     USED_REGIONS,
     CountedMessage,
@@ -35,6 +38,7 @@ from compaction.regions._classification import (
     Region,
     RegionMemo,
     message_regions,
+    raw_region,
     region_of_part,
     system_regions,
 )
@@ -71,6 +75,7 @@ __all__ = [
     "PICOCLAW_SUMMARY_PREFIX",
     "PLACEHOLDER_PATTERNS",
     "PRUNE_MARKER",
+    "RAW_REGIONS",
     "REGIONS",
     "SUMMARY_MARKERS",
     "USED_REGIONS",
@@ -94,6 +99,7 @@ __all__ = [
     "message_regions",
     "part_placeholder",
     "placeholder_of",
+    "raw_region",
     "region_of_part",
     "sum_regions",
     "system_regions",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, Protocol, TypeAlias
 
+from compaction.messages._common import RAW as _RAW
 from compaction.messages.model import (
     MediaPart,
     Message,
@@ -29,6 +30,7 @@ Region: TypeAlias = Literal[
     "tool_results",
     "reasoning",
     "media",
+    "other",
     "unattributed",
     "reserve",
     "free",
@@ -45,13 +47,62 @@ REGIONS: tuple[Region, ...] = (
     "tool_results",
     "reasoning",
     "media",
+    "other",
     "unattributed",
     "reserve",
     "free",
 )
 
 #: The regions that hold a turn's tokens; they add up to its total.
-USED_REGIONS: tuple[Region, ...] = REGIONS[:10]
+USED_REGIONS: tuple[Region, ...] = REGIONS[:11]
+
+#: The region of an item or block the model has no class for (kept verbatim), by its ``type``;
+#: any other such item (an unknown role, an API's newest item type) is ``other``.
+RAW_REGIONS: Mapping[str, Region] = {
+    # tool definitions sent inside the conversation (Codex) and an MCP server's tool list
+    "additional_tools": "tools",
+    "mcp_list_tools": "tools",
+    # calls that run on the provider's side and carry their own result
+    "web_search_call": "tool_calls",
+    "file_search_call": "tool_calls",
+    "code_interpreter_call": "tool_calls",
+    "image_generation_call": "tool_calls",
+    "mcp_call": "tool_calls",
+    "tool_search_call": "tool_calls",
+    "server_tool_use": "tool_calls",
+    "mcp_tool_use": "tool_calls",
+    "mcp_approval_request": "tool_calls",
+    "mcp_approval_response": "tool_results",
+    "mcp_tool_result": "tool_results",
+    # a provider's own compaction of the history (opaque)
+    "compaction": "summary",
+    "compaction_summary": "summary",
+}
+
+
+def raw_region(part: Part) -> Region | None:
+    """The region of a part kept verbatim (see :data:`RAW_REGIONS`), or None for other parts.
+
+    Example:
+        >>> from compaction.messages import parse
+        >>> item = {"type": "additional_tools", "tools": []}
+        >>> message = parse("openai-responses", {"input": [item]}).messages[0]
+        >>> raw_region(message.parts[0])
+        'tools'
+    """
+    if not isinstance(part, TextPart):
+        return None
+    raw = part.extra.get(_RAW)
+    if not isinstance(raw, Mapping):
+        return None
+    kind = raw.get("type")
+    if isinstance(kind, str):
+        region = RAW_REGIONS.get(kind)
+        if region is not None:
+            return region
+        if kind.endswith("_tool_result"):  # Anthropic's server tools' results
+            return "tool_results"
+    return "other"
 
 
 class CountedMessage(Protocol):
@@ -113,6 +164,9 @@ def region_of_part(message: Message, part: Part) -> Region:
         return "reasoning"
     if isinstance(part, MediaPart):
         return "media"
+    raw = raw_region(part)
+    if raw is not None:
+        return raw
     return _text_region(message, is_summary(message) or is_summary_text(part.text))
 
 
@@ -149,7 +203,12 @@ def message_regions(message: Message, counter: Counter) -> dict[str, int]:
             rest, media = _split(tokens, media)
             add("tool_results", rest)
             add("media", media)
-        elif isinstance(part, TextPart) and message.role in ("system", "developer") and not summary:
+        elif (
+            isinstance(part, TextPart)
+            and message.role in ("system", "developer")
+            and not summary
+            and raw_region(part) is None
+        ):
             start = _summary_start(part.text)
             share = tokens if start == 0 else 0
             if start:
@@ -159,7 +218,10 @@ def message_regions(message: Message, counter: Counter) -> dict[str, int]:
             add("summary", share)
         else:
             add(region_of_part(message, part), tokens)
-    add(_text_region(message, summary), count.overhead)
+    overhead_region = _text_region(message, summary)
+    if len(message.parts) == 1 and (raw := raw_region(message.parts[0])) is not None:
+        overhead_region = raw  # an item kept whole: its overhead is the item's
+    add(overhead_region, count.overhead)
     return out
 
 

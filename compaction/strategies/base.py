@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from compaction.errors import StrategyError
 from compaction.messages.model import Context, Message, Part, TextPart
+from compaction.turns import is_configuration
 
 if TYPE_CHECKING:
     from compaction.regions import RegionTotals
@@ -226,7 +227,10 @@ class Draft:
     """The mutable scratch pad a strategy fills while it runs; :meth:`Strategy.plan` freezes it.
 
     ``messages`` and ``system`` start as the input's; ``origin`` maps each current message to its
-    index in the input (``None`` for messages the strategy inserted).
+    index in the input (``None`` for messages the strategy inserted). ``pinned`` holds the
+    input's configuration messages (:func:`compaction.turns.is_configuration`), which
+    :meth:`Strategy.plan` sets aside before the run and puts back after it: a strategy never
+    sees them in ``messages``, but :meth:`total_tokens` counts them.
     """
 
     context: Context
@@ -237,16 +241,20 @@ class Draft:
     edits: list[Edit] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
+    pinned: tuple[Message, ...] = ()
 
     @classmethod
-    def start(cls, context: Context, counter: TokenCounter) -> Draft:
-        """A draft holding ``context`` unchanged."""
+    def start(
+        cls, context: Context, counter: TokenCounter, pinned: tuple[Message, ...] = ()
+    ) -> Draft:
+        """A draft holding ``context`` unchanged (``pinned``: configuration set aside)."""
         return cls(
             context=context,
             counter=counter,
             messages=list(context.messages),
             origin=list(range(len(context.messages))),
             system=context.system,
+            pinned=pinned,
         )
 
     def tokens(self, message: Message) -> int:
@@ -264,6 +272,7 @@ class Draft:
             total += counter.count_system(self.system)
         if self.context.tools:
             total += counter.count_tools(self.context.tools)
+        total += sum(self.tokens(m) for m in self.pinned)
         return total + sum(self.tokens(m) for m in self.messages)
 
     def text_tokens(self, text: str) -> int:
@@ -457,9 +466,13 @@ class Strategy(ABC):
         counter = counter.scoped()
         # a cold context's texts encoded at once, on every core, before the run counts them
         counter.prime_context(context)
-        draft = Draft.start(context, counter)
+        pinned = [i for i, m in enumerate(context.messages) if is_configuration(m)]
+        draft = _without(context, pinned, counter) if pinned else Draft.start(context, counter)
         self.run(draft, resolved, summarizer)
         result = draft.result()
+        edits: Sequence[Edit] = draft.edits
+        if pinned:
+            result, edits = _put_back(context, pinned, draft)
         memo = RegionMemo()
         before = context_regions(context, counter, memo=memo)
         after = context_regions(result, counter, memo=memo)
@@ -471,7 +484,7 @@ class Strategy(ABC):
         return Plan(
             strategy=self.id,
             params=resolved,
-            edits=tuple(draft.edits),
+            edits=tuple(edits),
             context=result,
             before=before,
             after=after,
@@ -482,3 +495,51 @@ class Strategy(ABC):
     @abstractmethod
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
         """Fill ``draft`` with this strategy's edits, given validated ``params``."""
+
+
+# --- configuration is not conversation --------------------------------------------------------
+
+
+def _without(context: Context, pinned: Sequence[int], counter: TokenCounter) -> Draft:
+    """A draft of ``context`` with its configuration messages (at ``pinned``) set aside."""
+    aside = set(pinned)
+    rest = tuple(m for i, m in enumerate(context.messages) if i not in aside)
+    kept = tuple(context.messages[i] for i in pinned)
+    return Draft.start(replace(context, messages=rest), counter, pinned=kept)
+
+
+def _put_back(context: Context, pinned: Sequence[int], draft: Draft) -> tuple[Context, list[Edit]]:
+    """The draft's result with the configuration messages back, each before the first message
+    that came after it in the input (a message the strategy inserted, such as a summary, stands
+    where the message after it came from), and the edits renumbered to the input's positions."""
+    aside = set(pinned)
+    rest = [i for i in range(len(context.messages)) if i not in aside]
+    # where each result message came from in the whole input (a new one: the next one's place)
+    anchors: list[float] = []
+    following = math.inf
+    for origin in reversed(draft.origin):
+        if origin is not None:
+            following = rest[origin]
+        anchors.append(following)
+    anchors.reverse()
+    messages: list[Message] = []
+    placed: list[int] = []  # the final position of each result message
+    position = 0
+    for index in pinned:
+        while position < len(draft.messages) and anchors[position] < index:
+            placed.append(len(messages))
+            messages.append(draft.messages[position])
+            position += 1
+        messages.append(context.messages[index])
+    for message in draft.messages[position:]:
+        placed.append(len(messages))
+        messages.append(message)
+    edits = []
+    for edit in draft.edits:
+        if edit.kind == "insert-summary":
+            if 0 <= edit.message_index < len(placed):
+                edit = replace(edit, message_index=placed[edit.message_index])
+        elif 0 <= edit.message_index < len(rest):
+            edit = replace(edit, message_index=rest[edit.message_index])
+        edits.append(edit)
+    return replace(draft.result(), messages=tuple(messages)), edits

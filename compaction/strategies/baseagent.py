@@ -237,7 +237,8 @@ def _system_estimate(draft: Draft) -> int:
 
 def baseagent_total(draft: Draft) -> int:
     """BaseAgent's ``estimate_total_tokens`` over the system prompt and messages."""
-    return _system_estimate(draft) + sum(baseagent_message_tokens(m) for m in draft.messages)
+    messages = (*draft.pinned, *draft.messages)  # system messages set aside are counted too
+    return _system_estimate(draft) + sum(baseagent_message_tokens(m) for m in messages)
 
 
 class BaseAgentCompact(Strategy):

@@ -267,7 +267,11 @@ class CopawCompact(Strategy):
             previous, summary_position = found, positions.pop(0)
         system_text = "\n".join(
             [p.text for p in draft.system if isinstance(p, TextPart)]
-            + [m.text for m in draft.messages if m.role in ("system", "developer")]
+            + [
+                m.text
+                for m in (*draft.pinned, *draft.messages)
+                if m.role in ("system", "developer")
+            ]
         )
         left = threshold - copaw_text_tokens(system_text + (previous or ""))
         if left <= 0:

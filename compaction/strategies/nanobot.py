@@ -160,9 +160,10 @@ class NanobotTrim(Strategy):
 
     def run(self, draft: Draft, params: dict[str, Any], summarizer: Summarizer | None) -> None:
         messages = draft.messages
-        # nanobot's list starts with its system message; a top-level system prompt plays that
-        # role, so the first message then belongs to the old history.
-        offset = 0 if draft.system else 1
+        # nanobot's list starts with its system message; a top-level system prompt, or system
+        # messages set aside as configuration, play that role, so the first message then belongs
+        # to the old history.
+        offset = 0 if draft.system or draft.pinned else 1
         starts = [i for i, m in enumerate(messages) if is_user_turn_start(m)]
         if not starts:
             return

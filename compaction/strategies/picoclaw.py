@@ -123,9 +123,8 @@ def _max_tokens(draft: Draft, params: dict[str, Any]) -> int:
 def _fixed_estimate(draft: Draft) -> int:
     """What picoclaw's ``isOverContextBudget`` counts besides the history: est(system messages,
     the top-level system prompt) + est(tool definitions)."""
-    total = sum(
-        picoclaw_message_tokens(m) for m in draft.messages if m.role in ("system", "developer")
-    )
+    messages = (*draft.pinned, *draft.messages)  # system messages set aside are counted too
+    total = sum(picoclaw_message_tokens(m) for m in messages if m.role in ("system", "developer"))
     if draft.system:
         total += picoclaw_message_tokens(Message("system", draft.system))
     return total + picoclaw_tooldefs_tokens(draft.context.tools)

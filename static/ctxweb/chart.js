@@ -33,7 +33,7 @@
   var FALLBACK = {
     system: "#475569", tools: "#7c3aed", summary: "#0d9488", user: "#2563eb",
     assistant: "#16a34a", tool_calls: "#ca8a04", tool_results: "#ea580c", reasoning: "#db2777",
-    media: "#0891b2", unattributed: "#9ca3af", reserve: "#d1d5db", free: "#f3f4f6"
+    media: "#0891b2", other: "#78350f", unattributed: "#9ca3af", reserve: "#d1d5db", free: "#f3f4f6"
   };
   ALL.forEach(function (name) {
     colors[name] = styles.getPropertyValue("--region-" + name).trim() || FALLBACK[name];

@@ -54,6 +54,7 @@ def test_the_public_api_is_pinned() -> None:
     assert sorted(messages.__all__) == sorted(
         [
             "FORMATS",
+            "IDENTITY_IGNORED",
             "ROLES",
             "Context",
             "Format",
@@ -70,6 +71,7 @@ def test_the_public_api_is_pinned() -> None:
             "context_to_dict",
             "message_from_dict",
             "message_hash",
+            "message_identity",
             "message_to_dict",
             "messages_key",
             "parse",

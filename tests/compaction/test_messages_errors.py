@@ -25,7 +25,6 @@ CASES = [
     (CHAT, {"messages": {}}, "messages", "expected an array, got object"),
     (CHAT, {"messages": ["hi"]}, "messages.0", "expected an object, got string"),
     (CHAT, {"messages": [{"content": "x"}]}, "messages.0.role", "required"),
-    (CHAT, {"messages": [user("a"), {"role": "robot"}]}, "messages.1.role", "unknown role 'robot'"),
     (CHAT, {"messages": [{"role": 7}]}, "messages.0.role", "expected a string, got integer"),
     (
         CHAT,
@@ -84,12 +83,6 @@ CASES = [
     ),
     # Anthropic Messages
     (ANTHROPIC, "body", "", "expected an object, got string"),
-    (
-        ANTHROPIC,
-        {"messages": [{"role": "system", "content": "x"}]},
-        "messages.0.role",
-        "unknown role 'system'",
-    ),
     (ANTHROPIC, {"messages": [{"role": "user"}]}, "messages.0.content", "required"),
     (
         ANTHROPIC,
@@ -143,12 +136,6 @@ CASES = [
     (RESPONSES, None, "", "expected an object, got null"),
     (RESPONSES, {"input": 5}, "input", "expected an array, got integer"),
     (RESPONSES, {"input": [{"content": "x"}]}, "input.0.type", "required"),
-    (
-        RESPONSES,
-        {"input": [{"role": "tool", "content": "x"}]},
-        "input.0.role",
-        "unknown role 'tool'",
-    ),
     (RESPONSES, {"input": [{"type": "function_call", "name": "f"}]}, "input.0.call_id", "required"),
     (
         RESPONSES,

@@ -116,7 +116,7 @@ def test_a_mutated_request_never_changes_the_memo() -> None:
 def test_errors_name_the_field_by_its_index_in_the_whole_list() -> None:
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     _, memo = parse_incremental("openai-chat", {"messages": messages})
-    bad = {"messages": [*messages, {"role": "wizard", "content": "x"}]}
+    bad = {"messages": [*messages, {"role": 7, "content": "x"}]}
     with pytest.raises(FormatError) as raised:
         parse_incremental("openai-chat", bad, memo)
     assert raised.value.path == "messages.2.role"

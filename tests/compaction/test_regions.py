@@ -59,6 +59,7 @@ def test_the_public_api_is_pinned() -> None:
             "PICOCLAW_SUMMARY_PREFIX",
             "PLACEHOLDER_PATTERNS",
             "PRUNE_MARKER",
+            "RAW_REGIONS",
             "REGIONS",
             "SUMMARY_MARKERS",
             "USED_REGIONS",
@@ -82,6 +83,7 @@ def test_the_public_api_is_pinned() -> None:
             "message_regions",
             "part_placeholder",
             "placeholder_of",
+            "raw_region",
             "region_of_part",
             "sum_regions",
             "system_regions",
@@ -175,6 +177,7 @@ def test_every_region_gets_its_own_tokens() -> None:
         "tool_results": 15 + 11,
         "reasoning": 10,
         "media": 170,
+        "other": 0,
         "unattributed": 0,
     }
     assert list(totals.regions) == list(USED_REGIONS)
@@ -310,7 +313,7 @@ def test_the_stacked_chart_adds_reserve_and_free() -> None:
 
 
 def test_regions_order_is_designs() -> None:
-    design = "system tools summary user assistant tool_calls tool_results reasoning media"
+    design = "system tools summary user assistant tool_calls tool_results reasoning media other"
     assert tuple(f"{design} unattributed reserve free".split()) == REGIONS
 
 

@@ -509,7 +509,7 @@ def test_a_bad_line_is_named() -> None:
 
 def test_a_bad_field_is_named() -> None:
     record = cc("u1", None, "user", "hi")
-    record["message"] = {"role": "robot", "content": "hi"}
+    record["message"] = {"role": 7, "content": "hi"}
     with pytest.raises(FormatError) as error:
         parse_transcript(jsonl(record), format="claude-code")
     assert error.value.path == "line 1.message.role"

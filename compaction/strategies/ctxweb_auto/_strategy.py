@@ -171,7 +171,7 @@ class CtxwebAuto(Strategy):
     ) -> Attempt:
         """The steps on a fresh copy of ``draft``, each stopping once the total is within
         ``aim``; then the facts they took out written back within ``target``."""
-        draft = Draft.start(draft.context, draft.counter)
+        draft = Draft.start(draft.context, draft.counter, draft.pinned)
         total = draft.total_tokens()
         allowed = STEPS[: STEPS.index(params["max_step"]) + 1]
         # each digest this plan writes -> the turn it replaced (as it stood, and as it came in),
