@@ -354,6 +354,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # httpx logs every relayed request at INFO: the proxy's own access log says it once.
-    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own configuration gives "django" a console handler of its own (with DEBUG
+        # on) and lets it propagate to the root's: under `make run` every line of the server
+        # (daphne's "django.channels.server", the autoreloader) was printed twice. The root's
+        # handler alone prints them, once.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.db.backends": {"level": "INFO"},
+        # httpx logs every relayed request at INFO: the proxy's own access log says it once.
+        "httpx": {"level": "WARNING"},
+    },
 }
