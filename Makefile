@@ -25,6 +25,22 @@ agents/node_modules/.installed-agents: agents/package.json agents/package-lock.j
 install: $(VENV)/.installed-run
 install-agents: agents/node_modules/.installed-agents
 install-dev: $(VENV)/.installed-dev install-agents
+install-dev: install-agents-more
+
+# Two more agents for tests/ctxweb/proxy/test_agents_more.py, pinned: OpenCode from the npm
+# registry into agents/opencode/node_modules (its binary is an optional dependency per platform),
+# aider from PyPI into a virtualenv of its own, agents/aider/.venv (its pins are not ours).
+.PHONY: install-agents-more
+agents/opencode/node_modules/.installed-opencode: agents/opencode/package.json agents/opencode/package-lock.json
+	npm ci --prefix agents/opencode --no-audit --no-fund
+	touch $@
+
+agents/aider/.venv/.installed-aider: agents/aider/requirements.txt
+	test -x agents/aider/.venv/bin/python || $(PYTHON) -m venv agents/aider/.venv
+	agents/aider/.venv/bin/python -m pip install -q --disable-pip-version-check -r agents/aider/requirements.txt
+	touch $@
+
+install-agents-more: agents/opencode/node_modules/.installed-opencode agents/aider/.venv/.installed-aider
 
 migrate: install
 	$(PY) manage.py migrate --noinput

@@ -1,0 +1,204 @@
+"""OpenCode and aider, as users run them, through a live ctxweb's recording proxy: each is pointed
+at the proxy with its own configuration (an ``opencode.json`` provider; aider's API base and
+model settings), runs headless against a scripted loopback stand-in for the OpenAI Chat
+Completions API, does its task, and its conversation is recorded: one session, one turn per
+model call, its regions right, the provider's key stored nowhere."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agents_more import (
+    AIDER,
+    OPENCODE,
+    ChatStandIn,
+    aider_command,
+    aider_env,
+    aider_files,
+    opencode_command,
+    opencode_config,
+    opencode_env,
+    require,
+    run,
+)
+from tests.support.servers import Daphne, create_key, daphne, embedded_env
+
+pytestmark = pytest.mark.agents
+
+PROVIDER_KEY = "sk-provider-secret-agents-more-0123456789"
+
+
+@dataclass
+class Live:
+    server: Daphne
+    key: str
+    data: Path
+    api: ChatStandIn
+
+    @property
+    def openai_base(self) -> str:
+        return f"{self.server.url}/proxy/openai/v1"
+
+    def get(self, path: str) -> Any:
+        request = urllib.request.Request(
+            f"{self.server.url}/api/v1/{path}", headers={"Authorization": f"Bearer {self.key}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def sessions_holding(self, text: str, turns: int) -> list[dict[str, Any]]:
+        """The sessions whose first turn holds ``text``, once they have ``turns`` turns between
+        them (recording follows the answer), fewest turns first."""
+        deadline = time.monotonic() + 30
+        found: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            found = [
+                session
+                for session in self.get("sessions?limit=500")["results"]
+                if text in json.dumps(self.get(f"sessions/{session['external_id']}/turns/0"))
+            ]
+            if sum(session["turn_count"] for session in found) >= turns:
+                return sorted(found, key=lambda session: session["turn_count"])
+            time.sleep(0.2)
+        raise AssertionError(
+            f"the sessions holding {text!r} have not {turns} turns: {found}\n"
+            f"the server's last lines:\n{self.server.output}"
+        )
+
+    def stored(self) -> bytes:
+        """Everything the database holds: its files and, when sqlite3 is there, its dump."""
+        content = b"".join(path.read_bytes() for path in self.data.glob("db.sqlite3*"))
+        if shutil.which("sqlite3"):
+            dump = subprocess.run(
+                ["sqlite3", str(self.data / "db.sqlite3"), ".dump"],
+                capture_output=True,
+                timeout=60,
+            )
+            content += dump.stdout
+        return content
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    with ChatStandIn() as api:
+        data = tmp_path_factory.mktemp("agents-more")
+        env = embedded_env(
+            data,
+            CTXWEB_UPSTREAM_OPENAI=f"{api.url}/v1",
+            CTXWEB_RATE_LIMIT="",
+        )
+        key = create_key(env, role="ingest")
+        with daphne(env) as server:
+            yield Live(server, key, data, api)
+
+
+def regions(live: Live, session: dict[str, Any]) -> list[dict[str, int]]:
+    return [turn["regions"] for turn in live.get(f"sessions/{session['external_id']}/turns")]
+
+
+def test_opencode_runs_its_tools_through_the_proxy_and_its_conversation_is_recorded(
+    live: Live, tmp_path: Path
+) -> None:
+    require(OPENCODE, "OpenCode")
+    work = tmp_path / "work"
+    work.mkdir()
+    prompt = "Write hello into hello.txt, then read it back to check it."
+    live.api.reset(
+        [
+            {
+                "tool": "bash",
+                "arguments": {
+                    "command": "printf 'hello from opencode\\n' > hello.txt",
+                    "description": "Write hello.txt",
+                },
+            },
+            {"tool": "read", "arguments": {"filePath": str(work / "hello.txt")}},
+            "hello.txt now says hello.",
+        ]
+    )
+    config = opencode_config(live.openai_base, live.key, provider_key=PROVIDER_KEY)
+    (work / "opencode.json").write_text(json.dumps(config))
+
+    done = run(opencode_command(prompt), cwd=work, env=opencode_env(tmp_path / "home"))
+
+    assert done.returncode == 0, done
+    assert (work / "hello.txt").read_text() == "hello from opencode\n", done
+    assert "hello.txt now says hello." in done.stdout, done
+    assert len(live.api.main) == 3, [len(r.get("messages") or []) for r in live.api.main]
+    for _, headers, _ in live.api.calls:
+        assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+        assert not any(name.startswith("x-ctxweb") for name in headers), headers
+    # The title call is a session of its own; the three calls of the conversation are one.
+    found = live.sessions_holding(prompt, turns=4)
+    assert [s["turn_count"] for s in found] == [1, 3], found
+    title, session = found
+    assert "title" in json.dumps(live.get(f"sessions/{title['external_id']}/turns/0")["messages"])
+    for turn in regions(live, session):
+        assert turn["system"] > 0, turn
+        assert turn["tools"] > 0, turn
+    last = regions(live, session)[-1]
+    assert last["tool_calls"] > 0, last
+    assert last["tool_results"] > 0, last
+    assert PROVIDER_KEY.encode() not in live.stored()
+
+
+def test_aider_edits_a_file_through_the_proxy_and_its_conversation_is_recorded(
+    live: Live, tmp_path: Path
+) -> None:
+    require(AIDER, "aider")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "greet.py").write_text('def greet():\n    return "helo, world"\n')
+    message = "Fix the typo in greet.py's greeting."
+    live.api.reset(
+        [
+            "The greeting misspells hello.\n\n"
+            "greet.py\n"
+            "```python\n"
+            "<<<<<<< SEARCH\n"
+            '    return "helo, world"\n'
+            "=======\n"
+            '    return "hello, world"\n'
+            ">>>>>>> REPLACE\n"
+            "```\n"
+        ]
+    )
+    settings, metadata = aider_files(tmp_path, live.key)
+
+    done = run(
+        aider_command(
+            message,
+            base_url=live.openai_base,
+            settings=settings,
+            metadata=metadata,
+            files=["greet.py"],
+        ),
+        cwd=work,
+        env=aider_env(tmp_path / "home", provider_key=PROVIDER_KEY),
+    )
+
+    assert done.returncode == 0, done
+    assert (work / "greet.py").read_text() == 'def greet():\n    return "hello, world"\n', done
+    assert "Applied edit to greet.py" in done.stdout, done
+    assert len(live.api.main) == 1
+    assert not live.api.side_calls
+    for _, headers, _ in live.api.calls:
+        assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+        assert not any(name.startswith("x-ctxweb") for name in headers), headers
+    (session,) = live.sessions_holding(message, turns=1)
+    assert session["turn_count"] == 1, session
+    (turn,) = regions(live, session)
+    assert turn["system"] > 0, turn
+    assert turn["user"] > 0, turn
+    assert PROVIDER_KEY.encode() not in live.stored()
