@@ -2,7 +2,12 @@
 at the proxy with its own configuration (an ``opencode.json`` provider; aider's API base and
 model settings), runs headless against a scripted loopback stand-in for the OpenAI Chat
 Completions API, does its task, and its conversation is recorded: one session, one turn per
-model call, its regions right, the provider's key stored nowhere."""
+model call, its regions right, the provider's key stored nowhere.
+
+OpenCode's conversation is joined into one session by its content (no session header), its title
+call kept apart; aider names its session (``X-Ctxweb-Session`` in its model settings): each of
+its calls moves the files' message and its reminder to the end, so no call extends the one
+before it and none could be joined."""
 
 from __future__ import annotations
 
@@ -73,6 +78,24 @@ class Live:
             time.sleep(0.2)
         raise AssertionError(
             f"the sessions holding {text!r} have not {turns} turns: {found}\n"
+            f"the server's last lines:\n{self.server.output}"
+        )
+
+    def session(self, external_id: str, turns: int) -> dict[str, Any]:
+        """The named session once it has ``turns`` turns."""
+        deadline = time.monotonic() + 30
+        seen: Any = None
+        while time.monotonic() < deadline:
+            try:
+                seen = self.get(f"sessions/{external_id}")
+            except urllib.error.HTTPError as failure:
+                seen = failure
+            else:
+                if seen["turn_count"] >= turns:
+                    return dict(seen)
+            time.sleep(0.2)
+        raise AssertionError(
+            f"{external_id} has not {turns} turns: {seen}\n"
             f"the server's last lines:\n{self.server.output}"
         )
 
@@ -161,20 +184,24 @@ def test_aider_edits_a_file_through_the_proxy_and_its_conversation_is_recorded(
     work.mkdir()
     (work / "greet.py").write_text('def greet():\n    return "helo, world"\n')
     message = "Fix the typo in greet.py's greeting."
+
+    def edit(search: str, replace: str) -> str:
+        """A reply in aider's diff edit format: one SEARCH/REPLACE block on greet.py."""
+        return (
+            "The greeting misspells hello.\n\ngreet.py\n```python\n<<<<<<< SEARCH\n"
+            f"{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```\n"
+        )
+
+    # The first block does not match the file: aider sends the failure back in a second call,
+    # and the second block applies. aider names its session: it moves the files' message and its
+    # reminder to the end of every call, so no call starts with the one before it.
     live.api.reset(
         [
-            "The greeting misspells hello.\n\n"
-            "greet.py\n"
-            "```python\n"
-            "<<<<<<< SEARCH\n"
-            '    return "helo, world"\n'
-            "=======\n"
-            '    return "hello, world"\n'
-            ">>>>>>> REPLACE\n"
-            "```\n"
+            edit('    return "hello world"', '    return "hello, world!"'),
+            edit('    return "helo, world"', '    return "hello, world"'),
         ]
     )
-    settings, metadata = aider_files(tmp_path, live.key)
+    settings, metadata = aider_files(tmp_path, live.key, session="aider-typo")
 
     done = run(
         aider_command(
@@ -191,14 +218,17 @@ def test_aider_edits_a_file_through_the_proxy_and_its_conversation_is_recorded(
     assert done.returncode == 0, done
     assert (work / "greet.py").read_text() == 'def greet():\n    return "hello, world"\n', done
     assert "Applied edit to greet.py" in done.stdout, done
-    assert len(live.api.main) == 1
+    assert len(live.api.main) == 2
     assert not live.api.side_calls
+    assert "SearchReplaceNoExactMatch" in json.dumps(live.api.main[1]["messages"][-1])
     for _, headers, _ in live.api.calls:
         assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
         assert not any(name.startswith("x-ctxweb") for name in headers), headers
-    (session,) = live.sessions_holding(message, turns=1)
-    assert session["turn_count"] == 1, session
-    (turn,) = regions(live, session)
-    assert turn["system"] > 0, turn
-    assert turn["user"] > 0, turn
+    session = live.session("aider-typo", turns=2)
+    assert session["turn_count"] == 2, session
+    assert message in json.dumps(live.get("sessions/aider-typo/turns/0")["messages"])
+    for turn in regions(live, session):
+        assert turn["system"] > 0, turn
+        assert turn["user"] > 0, turn
+        assert turn["assistant"] > 0, turn
     assert PROVIDER_KEY.encode() not in live.stored()
