@@ -45,6 +45,13 @@ install-agents-more: agents/opencode/node_modules/.installed-opencode agents/aid
 migrate: install
 	$(PY) manage.py migrate --noinput
 
+# A key for an existing project, from a fresh clone too: `make key PROJECT=demo` (ROLE=operator
+# for an operator's key). The key is alone on the last line.
+.PHONY: key
+key: migrate
+	@test -n "$(PROJECT)" || { echo "usage: make key PROJECT=<name> [ROLE=operator]"; exit 2; }
+	@$(PY) manage.py create_api_key --project "$(PROJECT)" --role "$(or $(ROLE),ingest)"
+
 # `make run` is for a person at a laptop: debug pages on unless the environment says otherwise.
 # Only there: tests, workers and servers started any other way run with DEBUG off.
 run: export DEBUG ?= 1
