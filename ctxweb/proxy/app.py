@@ -4,7 +4,9 @@ A relayed call pays for what it needs and nothing else: no Django request object
 stack (sessions, CSRF, messages, templates: none apply to a model call), no thread hop to run
 it. What the middleware gave that applies here is kept: the body cap (the ASGI body limit wraps
 this app too) and the ``Host`` check against ``ALLOWED_HOSTS``. Paths that are not
-``/proxy/<openai|anthropic>/v1/...`` go to Django.
+``/proxy/<openai|anthropic>/v1/...`` go to Django, but for ``HEAD /proxy/<openai|anthropic>``
+(and any path below it): a connectivity check (Claude Code sends ``HEAD`` to its base URL as it
+starts), answered 200 with no body, without a key and without asking the provider.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 ROUTE = re.compile(r"^/proxy/(?P<provider>openai|anthropic)/v1/(?P<rest>.+)$", re.DOTALL)
+#: Where ``HEAD`` is a connectivity check: a provider's base URL and anything below it.
+CHECKED = re.compile(r"^/proxy/(?P<provider>openai|anthropic)(?:/.*)?$", re.DOTALL)
 
 
 def _host_allowed(host: str) -> bool:
@@ -45,7 +49,11 @@ class ProxyApplication:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = ROUTE.match(scope.get("path", "")) if scope["type"] == "http" else None
+        path = scope.get("path", "")
+        if scope["type"] == "http" and scope.get("method") == "HEAD" and CHECKED.match(path):
+            await _reachable(scope, send)
+            return
+        route = ROUTE.match(path) if scope["type"] == "http" else None
         if route is None:
             await self.app(scope, receive, send)
             return
@@ -81,6 +89,27 @@ class ProxyApplication:
             logger.exception("proxy: the call could not be relayed")
             relayed = error(provider, 500, "api_error", "ctxweb: the proxy failed.")
         await _answer(relayed, receive, send)
+
+
+async def _reachable(scope: Scope, send: Send) -> None:
+    """``HEAD`` on the proxy: 200 and no body (400 for a Host that ``ALLOWED_HOSTS`` refuses,
+    as for every other path)."""
+    host = next(
+        (
+            value.decode("latin-1")
+            for name, value in scope.get("headers") or []
+            if name.lower() == b"host"
+        ),
+        "",
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200 if _host_allowed(host) else 400,
+            "headers": [(b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _body(receive: Receive) -> bytes | None:

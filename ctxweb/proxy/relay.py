@@ -7,7 +7,7 @@ the same through Django's URLs (WSGI, the test client).
 
 - **Who and where**: the ctxweb key in ``X-Ctxweb-Key``, the session in ``X-Ctxweb-Session``
   (optional: see :mod:`ctxweb.contexts.services.proxying`). No key, or a revoked one: 401 in the
-  provider's error shape, and nothing leaves.
+  provider's error shape with ``x-should-retry: false``, and nothing leaves.
 - **Transparent**: the provider's key and every other header go upstream unchanged (never stored
   or logged) but for hop-by-hop headers (RFC 9110 §7.6.1), ``Host``, ctxweb's own headers and its
   cookies; ``Accept-Encoding`` is dropped so that what is relayed can be recorded. The answer
@@ -262,13 +262,18 @@ async def relay(
     raw_key = _header(headers, "x-ctxweb-key")
     key, wait = await sync_to_async(_admit)(raw_key) if raw_key else (None, None)
     if key is None:
-        return error(
+        refused = error(
             provider,
             401,
             "authentication_error" if provider == "anthropic" else "invalid_api_key",
             "ctxweb: send your ctxweb API key in the X-Ctxweb-Key header (the provider's key"
             " stays in its usual header).",
         )
+        # Asking again cannot help. Claude Code retries a bare 401 for about three minutes
+        # before it prints the message; this header (which the Anthropic and OpenAI SDKs
+        # honour) makes it stop at the first answer.
+        refused.headers.append(("x-should-retry", "false"))
+        return refused
     if wait is not None:
         kind = "rate_limit_error" if provider == "anthropic" else "rate_limit_exceeded"
         refused = error(

@@ -38,7 +38,10 @@ FINAL_TEXT = "All done: the notes are read and the task is finished (ctxweb-stan
 PROVIDER_KEY = "sk-test-provider-key-0123456789abcdef"
 #: The file the scripted tool rounds read, in the agent's working directory.
 NOTES = "notes.txt"
-NOTES_TEXT = "The answer to the scripted question is 42.\n"
+NOTES_TEXT = "The answer to the scripted question is 42.\n" + "".join(
+    f"line {n}: building src/module_{n % 7}.py ... ok, 12 tests passed in 0.{n % 10}s\n"
+    for n in range(300)
+)  # about 5K tokens: enough for a compaction to save something
 
 
 @dataclass
@@ -244,7 +247,7 @@ def _responses_tool(state: AgentStandIn, request: dict[str, Any], n: int) -> dic
     functions = {t.get("name") for t in tools if t.get("type") == "function"}
     customs = {t.get("name") for t in tools if t.get("type") == "custom"}
     call_id = f"call_stand_in_{len(state.received)}"
-    command = f"cat {NOTES}" if n % 2 == 0 else "ls"
+    command = f"cat {NOTES}" if n % 2 == 0 else f"head -n 200 {NOTES}"
     if "exec" in customs:
         script = (
             f"const result = await tools.exec_command({{cmd: {json.dumps(command)}}});\n"
@@ -565,6 +568,86 @@ def agent_stand_in(workdir: Path, *, rounds: int = 2) -> Iterator[AgentStandIn]:
     ``/v1/``)."""
     state = AgentStandIn("", workdir, rounds=rounds)
     server = _Server(("127.0.0.1", 0), _handler(state))
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# --- a tap: what the agent itself sent -----------------------------------------------------------
+
+
+@dataclass
+class Tap:
+    """A loopback relay between an agent and ctxweb that keeps what the agent sent (managed mode
+    changes what goes on: the tap shows what it replaced)."""
+
+    url: str
+    target: str
+    sent: list[Received] = field(default_factory=list)
+
+
+def _tap_handler(tap: Tap) -> type[BaseHTTPRequestHandler]:
+    import http.client
+    from urllib.parse import urlsplit
+
+    target = urlsplit(tap.target)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _relay(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode(errors="replace")
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            tap.sent.append(Received(self.command, self.path, headers, body))
+            upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=120)
+            try:
+                outgoing = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                outgoing["Host"] = target.netloc
+                upstream.request(self.command, self.path, body=raw or None, headers=outgoing)
+                answer = upstream.getresponse()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(name, value)
+                if self.command == "HEAD":
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                while chunk := answer.read1(65536):
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            finally:
+                upstream.close()
+
+        do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _relay
+
+    return Handler
+
+
+@contextmanager
+def tap(target: str) -> Iterator[Tap]:
+    """A tap in front of ``target`` (``http://host:port``) on a free loopback port."""
+    state = Tap("", target.rstrip("/"))
+    server = _Server(("127.0.0.1", 0), _tap_handler(state))
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
