@@ -220,7 +220,9 @@ def setup_snippets(base: str, project: str) -> list[dict[str, Any]]:
         {
             "id": "aider",
             "title": "aider, through the proxy",
-            "help": "aider calls models through LiteLLM, which sends extra headers per model.",
+            "help": "aider calls models through LiteLLM, which sends extra headers per model."
+            " Name the session: aider moves its files' message to the end of every call, so no"
+            " call extends the one before and, unnamed, each call is a session of its own.",
             "text": aider,
             "options": options(aider_session, aider_managed),
         },
