@@ -10,8 +10,9 @@ Each agent is pointed at the proxy the way a user points it (the lines the Conne
 
 - OpenCode: an ``opencode.json`` provider on ``@ai-sdk/openai-compatible`` with ``options.baseURL``
   (the proxy's OpenAI path) and ``options.headers`` (``X-Ctxweb-Key``): :func:`opencode_config`.
-- aider: ``--openai-api-base`` and a ``--model-settings-file`` whose ``extra_params.extra_headers``
-  carries ``X-Ctxweb-Key``: :func:`aider_files` and :func:`aider_command`.
+- aider: ``--openai-api-base`` (the same path) and a ``.aider.model.settings.yml`` whose
+  ``aider/extra_params`` entry (applied to every model aider calls) carries ``X-Ctxweb-Key`` in
+  ``extra_headers``: :func:`aider_files` and :func:`aider_command`.
 
 Nothing leaves the machine: HOME and each tool's configuration, data and cache folders are in a
 temporary folder; OpenCode's models catalogue, auto-update, sharing and LSP downloads are off and
@@ -352,22 +353,20 @@ def opencode_command(prompt: str) -> list[str]:
     return [str(OPENCODE), "run", prompt]
 
 
-def aider_files(folder: Path, ctxweb_key: str, *, session: str | None = None) -> tuple[Path, Path]:
-    """aider's model settings (the ctxweb headers) and model metadata (so it downloads no price
-    list), written into ``folder``: their paths."""
+def aider_files(folder: Path, ctxweb_key: str, *, session: str | None = None) -> None:
+    """Write aider's model settings (the ctxweb headers, for every model it calls:
+    ``aider/extra_params``) and model metadata (so it downloads no price list) into ``folder``,
+    under the names aider reads from the folder it runs in."""
     headers = {"X-Ctxweb-Key": ctxweb_key}
     if session is not None:
         headers["X-Ctxweb-Session"] = session
-    settings = folder / "ctxweb.model-settings.yml"
-    settings.write_text(
-        f"- name: openai/{MODEL}\n"
-        "  edit_format: diff\n"
+    (folder / ".aider.model.settings.yml").write_text(
+        "- name: aider/extra_params\n"
         "  extra_params:\n"
         "    extra_headers:\n"
         + "".join(f"      {name}: {json.dumps(value)}\n" for name, value in headers.items())
     )
-    metadata = folder / "ctxweb.model-metadata.json"
-    metadata.write_text(
+    (folder / ".aider.model.metadata.json").write_text(
         json.dumps(
             {
                 f"openai/{MODEL}": {
@@ -381,22 +380,15 @@ def aider_files(folder: Path, ctxweb_key: str, *, session: str | None = None) ->
             }
         )
     )
-    return settings, metadata
 
 
-def aider_command(
-    message: str, *, base_url: str, settings: Path, metadata: Path, files: list[str]
-) -> list[str]:
+def aider_command(message: str, *, base_url: str, files: list[str]) -> list[str]:
     return [
         str(AIDER),
         "--model",
         f"openai/{MODEL}",
         "--openai-api-base",
         base_url,
-        "--model-settings-file",
-        str(settings),
-        "--model-metadata-file",
-        str(metadata),
         "--no-check-update",
         "--analytics-disable",
         "--no-show-release-notes",

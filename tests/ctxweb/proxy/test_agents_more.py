@@ -130,13 +130,15 @@ def regions(live: Live, session: dict[str, Any]) -> list[dict[str, int]]:
     return [turn["regions"] for turn in live.get(f"sessions/{session['external_id']}/turns")]
 
 
-def test_opencode_runs_its_tools_through_the_proxy_and_its_conversation_is_recorded(
-    live: Live, tmp_path: Path
+def opencode_does_its_task(
+    live: Live, tmp_path: Path, prompt: str, *, session: str | None = None
 ) -> None:
+    """OpenCode, told ``prompt``, writes hello.txt with its bash tool, reads it back with its read
+    tool and says so (three calls, and its title call), its ctxweb key in its configuration
+    read from the environment as a user keeps it."""
     require(OPENCODE, "OpenCode")
     work = tmp_path / "work"
     work.mkdir()
-    prompt = "Write hello into hello.txt, then read it back to check it."
     live.api.reset(
         [
             {
@@ -150,23 +152,27 @@ def test_opencode_runs_its_tools_through_the_proxy_and_its_conversation_is_recor
             "hello.txt now says hello.",
         ]
     )
-    config = opencode_config(live.openai_base, live.key, provider_key=PROVIDER_KEY)
+    config = opencode_config(
+        live.openai_base, "{env:CTXWEB_API_KEY}", provider_key=PROVIDER_KEY, session=session
+    )
     (work / "opencode.json").write_text(json.dumps(config))
+    env = {**opencode_env(tmp_path / "home"), "CTXWEB_API_KEY": live.key}
 
-    done = run(opencode_command(prompt), cwd=work, env=opencode_env(tmp_path / "home"))
+    done = run(opencode_command(prompt), cwd=work, env=env)
 
     assert done.returncode == 0, done
     assert (work / "hello.txt").read_text() == "hello from opencode\n", done
     assert "hello.txt now says hello." in done.stdout, done
     assert len(live.api.main) == 3, [len(r.get("messages") or []) for r in live.api.main]
+    assert len(live.api.side_calls) == 1
     for _, headers, _ in live.api.calls:
         assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
         assert not any(name.startswith("x-ctxweb") for name in headers), headers
-    # The title call is a session of its own; the three calls of the conversation are one.
-    found = live.sessions_holding(prompt, turns=4)
-    assert [s["turn_count"] for s in found] == [1, 3], found
-    title, session = found
-    assert "title" in json.dumps(live.get(f"sessions/{title['external_id']}/turns/0")["messages"])
+
+
+def assert_the_conversation_is_recorded(live: Live, session: dict[str, Any]) -> None:
+    """Every turn of OpenCode's conversation has its instructions and tools; the last its two
+    tool rounds."""
     for turn in regions(live, session):
         assert turn["system"] > 0, turn
         assert turn["tools"] > 0, turn
@@ -176,7 +182,38 @@ def test_opencode_runs_its_tools_through_the_proxy_and_its_conversation_is_recor
     assert PROVIDER_KEY.encode() not in live.stored()
 
 
-def test_aider_edits_a_file_through_the_proxy_and_its_conversation_is_recorded(
+def test_it_joins_opencodes_calls_into_one_session_and_keeps_its_title_call_apart(
+    live: Live, tmp_path: Path
+) -> None:
+    prompt = "Write hello into hello.txt, then read it back to check it."
+    opencode_does_its_task(live, tmp_path, prompt)
+
+    found = live.sessions_holding(prompt, turns=4)
+    assert [s["turn_count"] for s in found] == [1, 3], found
+    title, session = found
+    assert "title" in json.dumps(live.get(f"sessions/{title['external_id']}/turns/0")["messages"])
+    assert_the_conversation_is_recorded(live, session)
+
+
+def test_it_records_every_opencode_call_in_the_session_its_configuration_names(
+    live: Live, tmp_path: Path
+) -> None:
+    opencode_does_its_task(live, tmp_path, "Write hello into hello.txt.", session="opencode-named")
+
+    # Its title call carries the same headers: it is a turn of the session too.
+    session = live.session("opencode-named", turns=4)
+    assert session["turn_count"] == 4, session
+    turns = live.get("sessions/opencode-named/turns")
+    main = [turn for turn in turns if turn["regions"]["tools"] > 0]
+    assert len(main) == 3, turns
+    for turn in main:
+        assert turn["regions"]["system"] > 0, turn
+    assert main[-1]["regions"]["tool_calls"] > 0, main[-1]
+    assert main[-1]["regions"]["tool_results"] > 0, main[-1]
+    assert PROVIDER_KEY.encode() not in live.stored()
+
+
+def test_it_records_aiders_calls_in_the_session_aider_names_while_aider_edits_the_file(
     live: Live, tmp_path: Path
 ) -> None:
     require(AIDER, "aider")
@@ -201,16 +238,10 @@ def test_aider_edits_a_file_through_the_proxy_and_its_conversation_is_recorded(
             edit('    return "helo, world"', '    return "hello, world"'),
         ]
     )
-    settings, metadata = aider_files(tmp_path, live.key, session="aider-typo")
+    aider_files(work, live.key, session="aider-typo")
 
     done = run(
-        aider_command(
-            message,
-            base_url=live.openai_base,
-            settings=settings,
-            metadata=metadata,
-            files=["greet.py"],
-        ),
+        aider_command(message, base_url=live.openai_base, files=["greet.py"]),
         cwd=work,
         env=aider_env(tmp_path / "home", provider_key=PROVIDER_KEY),
     )
@@ -220,7 +251,8 @@ def test_aider_edits_a_file_through_the_proxy_and_its_conversation_is_recorded(
     assert "Applied edit to greet.py" in done.stdout, done
     assert len(live.api.main) == 2
     assert not live.api.side_calls
-    assert "SearchReplaceNoExactMatch" in json.dumps(live.api.main[1]["messages"][-1])
+    assert "SearchReplaceNoExactMatch" not in json.dumps(live.api.main[0]["messages"])
+    assert "SearchReplaceNoExactMatch" in json.dumps(live.api.main[1]["messages"])
     for _, headers, _ in live.api.calls:
         assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
         assert not any(name.startswith("x-ctxweb") for name in headers), headers
