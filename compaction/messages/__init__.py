@@ -36,6 +36,7 @@ from compaction.messages._canonical import (
     message_hash,
     message_identity,
     message_to_dict,
+    without_cache_markers,
 )
 from compaction.messages.model import (
     FORMATS,
@@ -77,6 +78,7 @@ __all__ = [
     "messages_key",
     "parse",
     "render",
+    "without_cache_markers",
 ]
 
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], Context]] = {

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import MISSING as NO_DEFAULT
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import msgspec
@@ -40,6 +40,7 @@ __all__ = [
     "message_hash",
     "message_identity",
     "message_to_dict",
+    "without_cache_markers",
 ]
 
 _PARTS: dict[str, type[Part]] = {
@@ -186,6 +187,12 @@ def _identity_part(part: Part) -> dict[str, Any]:
     return out
 
 
+def _says_nothing(part: Part) -> bool:
+    """An empty text with no keys of its own: ``"content": ""`` beside tool calls, which one
+    client sends where the provider's answer had ``"content": null``."""
+    return isinstance(part, TextPart) and not part.text and not _identity_extra(part.extra)
+
+
 def _raw_unchanged(text: str, raw: Mapping[str, Any]) -> bool:
     try:
         return json.dumps(raw, ensure_ascii=False, separators=(",", ":")) == text
@@ -196,8 +203,9 @@ def _raw_unchanged(text: str, raw: Mapping[str, Any]) -> bool:
 def message_identity(message: Message) -> str:
     """What a message says, as a SHA-256 hex digest: equal for messages that differ only in how
     they were sent (:data:`IDENTITY_IGNORED`: cache breakpoints, output item ids and statuses,
-    keys with empty values, the order of keys in a verbatim item or in tool-call arguments, a
-    string or a one-block list); different whenever a text, a call or a result differs.
+    keys with empty values, empty texts, the order of keys in a verbatim item or in tool-call
+    arguments, a string or a one-block list); different whenever a text, a call or a result
+    differs.
 
     :func:`message_hash` identifies what is stored (every byte of it, so a turn renders back as
     sent); this identifies what the model reads: joining calls into a conversation, the
@@ -210,10 +218,8 @@ def message_identity(message: Message) -> str:
         >>> message_identity(a) == message_identity(Message("user", (TextPart("hi!"),)))
         False
     """
-    out: dict[str, Any] = {
-        "role": message.role,
-        "parts": [_identity_part(p) for p in message.parts],
-    }
+    parts = [_identity_part(p) for p in message.parts if not _says_nothing(p)]
+    out: dict[str, Any] = {"role": message.role, "parts": parts}
     if message.name is not None:
         out["name"] = message.name
     extra = _identity_extra(message.extra)
@@ -226,6 +232,36 @@ def message_identity(message: Message) -> str:
     except (TypeError, ValueError, RecursionError) as exc:
         raise FormatError("extra", f"not JSON-serializable: {exc}") from None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _unmarked_part(part: Part) -> Part:
+    changed: dict[str, Any] = {}
+    if "cache_control" in part.extra:
+        changed["extra"] = {k: v for k, v in part.extra.items() if k != "cache_control"}
+    if isinstance(part, ToolResultPart):
+        content = tuple(_unmarked_part(p) for p in part.content)
+        if any(a is not b for a, b in zip(content, part.content, strict=True)):
+            changed["content"] = content
+    return replace(part, **changed) if changed else part
+
+
+def without_cache_markers(message: Message) -> Message:
+    """``message`` without its ``cache_control`` breakpoints (the same object when it has none):
+    what replaces the start of a managed call, so that the agent's own breakpoints on its newer
+    messages are the only ones (a provider caps their number; Anthropic at four).
+
+    Example:
+        >>> marked = TextPart("hi", extra={"cache_control": {"type": "ephemeral"}})
+        >>> without_cache_markers(Message("user", (marked,))).parts[0].extra
+        {}
+    """
+    parts = tuple(_unmarked_part(p) for p in message.parts)
+    extra = message.extra
+    if "cache_control" in extra:
+        extra = {k: v for k, v in extra.items() if k != "cache_control"}
+    if extra is message.extra and all(a is b for a, b in zip(parts, message.parts, strict=True)):
+        return message
+    return replace(message, parts=parts, extra=extra)
 
 
 def context_to_dict(context: Context) -> dict[str, Any]:

@@ -76,6 +76,7 @@ def test_the_public_api_is_pinned() -> None:
             "messages_key",
             "parse",
             "render",
+            "without_cache_markers",
         ]
     )
     for name in messages.__all__:

@@ -139,3 +139,16 @@ def test_a_changed_role_or_call_id_changes_identity() -> None:
     )
     call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     assert _identity(RESPONSES, call) != _identity(RESPONSES, {**call, "call_id": "c2"})
+
+
+def test_an_empty_content_beside_tool_calls_is_the_same_as_none() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    answered = {"role": "assistant", "content": None, "tool_calls": [call]}
+    echoed = {"role": "assistant", "content": "", "tool_calls": [call]}
+    spaced = {**echoed, "content": " "}
+
+    def identity(message: dict[str, Any]) -> str:
+        return message_identity(parse("openai-chat", {"messages": [message]}).messages[0])
+
+    assert identity(answered) == identity(echoed)
+    assert identity(answered) != identity(spaced)

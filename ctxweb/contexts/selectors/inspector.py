@@ -10,6 +10,7 @@ from typing import Any
 from django.core.paginator import Paginator
 from django.db.models import Q
 
+from compaction.messages import message_from_dict, message_identity
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
     KEYFRAME_EVERY,
@@ -59,6 +60,46 @@ def _removed(before: list[int], ids: list[int]) -> list[int]:
     return [i for i in dict.fromkeys(before) if i not in seen]
 
 
+#: Added messages compared by content with the removed ones, at most (a turn that adds more is a
+#: new context, not a moved breakpoint).
+RECONCILED = 64
+
+
+def _added_ids(before: list[int], ids: list[int], gone: list[int]) -> list[int]:
+    """The ids new in ``ids`` whose rows the diff reads to tell a moved cache breakpoint from a
+    change: only when something disappeared, and at most :data:`RECONCILED`."""
+    if not gone:
+        return []
+    kept = set(before)
+    added = list(dict.fromkeys(i for i in ids if i not in kept))
+    return added if len(added) <= RECONCILED else []
+
+
+def _identity(row: MessageRow) -> str:
+    return message_identity(message_from_dict(row.data))
+
+
+def _same_content(
+    gone: list[int], added: list[int], rows: dict[int, MessageRow]
+) -> tuple[set[int], set[int]]:
+    """The removed and the added ids that are the same messages by content (``message_identity``:
+    a cache breakpoint moved, keys reordered): neither disappeared nor was added."""
+    if not gone or not added or not all(i in rows for i in added):
+        return set(), set()
+    by_identity: dict[str, list[int]] = {}
+    for i in added:
+        by_identity.setdefault(_identity(rows[i]), []).append(i)
+    old: set[int] = set()
+    new: set[int] = set()
+    for i in gone:
+        row = rows.get(i)
+        match = by_identity.get(_identity(row)) if row is not None else None
+        if match:
+            old.add(i)
+            new.add(match.pop(0))
+    return old, new
+
+
 def _diff(
     *,
     before: list[int],
@@ -70,13 +111,17 @@ def _diff(
     """The diff of two id lists, the removed messages taken from ``rows`` (no query)."""
     if index <= 0:
         return {"first": True, "added": [], "removed": [], "removed_tokens": 0}
-    kept = set(before)
+    gone = _removed(before, ids)
+    old, new = _same_content(gone, _added_ids(before, ids, gone), rows)
+    kept = set(before) | new
     added = [position for position, i in enumerate(ids) if i not in kept]
     first_position: dict[int, int] = {}
     for position, i in enumerate(before):
         first_position.setdefault(i, position)
     removed = []
-    for i in _removed(before, ids):
+    for i in gone:
+        if i in old:
+            continue
         row = rows.get(i)
         if row is None:
             continue
@@ -98,11 +143,12 @@ def _diff(
 
 
 def turn_diff(*, session: Session, index: int) -> dict[str, Any]:
-    """What changed since the previous turn, by message content (hash): the positions of the
-    messages added in this turn, and the messages that disappeared (two queries)."""
+    """What changed since the previous turn, by message content: the positions of the messages
+    added in this turn, and the messages that disappeared (two queries). A message sent again with
+    its cache breakpoint moved or its keys in another order is neither."""
     before, ids = turn_message_id_lists(session=session, index=index)
     gone = _removed(before, ids) if index > 0 else []
-    rows = messages_by_id(ids=gone)
+    rows = messages_by_id(ids=[*gone, *_added_ids(before, ids, gone)])
     return _diff(before=before, ids=ids, index=index, rows=rows, encoding=session.encoding)
 
 
@@ -135,7 +181,8 @@ def turn_inspector(
         positions = sorted(positions, key=lambda p: (-tokens.get(ids[p], 0), p))
     page = Paginator(positions, page_size).get_page(page_number)
     gone = _removed(before, ids) if turn.index > 0 else []
-    rows = messages_by_id(ids=[*(ids[p] for p in page.object_list), *gone])
+    added = _added_ids(before, ids, gone)
+    rows = messages_by_id(ids=[*(ids[p] for p in page.object_list), *gone, *added])
     messages = [
         message_detail(position=p, row=rows[ids[p]], encoding=encoding) for p in page.object_list
     ]

@@ -48,16 +48,24 @@ def operation_list_for_session(*, session: Session) -> QuerySet[Operation]:
 
 
 def turn_operation_event(
-    *, session: Session, index: int, message_ids: Sequence[int], system_id: int | None
+    *,
+    session: Session,
+    index: int,
+    message_ids: Sequence[int],
+    system_id: int | None,
+    managed_by: int | None = None,
 ) -> tuple[Operation | None, dict[str, Any] | None]:
     """Whether turn ``index`` continues from the current managed context version: its messages
-    start with the version's and its system prompt is the version's. Returns the version's
-    operation and the chart's ``operation`` event, or ``(None, None)``."""
+    start with the version's and its system prompt is the version's, or the proxy sent it in
+    managed mode from that version's operation (``managed_by``: it started it with the version's
+    messages, their cache breakpoints left out). Returns the version's operation and the chart's
+    ``operation`` event, or ``(None, None)``."""
     managed = managed_context_latest(session=session)
     if managed is None or managed.operation_id is None or managed.turn_index != index - 1:
         return None, None
     ids = list(managed.message_ids)
-    if list(message_ids[: len(ids)]) != ids or managed.system_id != system_id:
+    continues = list(message_ids[: len(ids)]) == ids and managed.system_id == system_id
+    if not continues and managed_by != managed.operation_id:
         return None, None
     operation = Operation.objects.filter(pk=managed.operation_id).first()
     if operation is None or operation.undone_at is not None:

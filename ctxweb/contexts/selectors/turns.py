@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 
-from compaction.messages import Context, ToolDefinition, message_from_dict
+from compaction.messages import Context, ToolDefinition, message_from_dict, message_identity
 from compaction.regions import find_artifact_pointers as find_artifact_pointers  # for the pages
 from compaction.regions import placeholder_of
 from ctxweb.contexts.models import (
@@ -144,6 +144,18 @@ def turn_message_hashes(*, session: Session, index: int) -> list[str]:
         return []
     hashes = dict(MessageRow.objects.filter(pk__in=_one_of(set(ids))).values_list("pk", "hash"))
     return [hashes[i] for i in ids]
+
+
+def turn_message_identities(*, session: Session, index: int) -> list[str]:
+    """Turn ``index``'s messages by identity (``compaction.messages.message_identity``: what each
+    says, whatever its cache markers or key order), in order: two queries, every message of the
+    turn loaded and read (for managed mode's prefix match, once per applied operation)."""
+    ids = turn_message_ids(session=session, index=index)
+    if not ids:
+        return []
+    rows = messages_by_id(ids=ids)
+    identities = {pk: message_identity(message_from_dict(row.data)) for pk, row in rows.items()}
+    return [identities[i] for i in ids]
 
 
 def message_tokens(*, ids: Iterable[int], encoding: str) -> dict[int, int]:

@@ -377,6 +377,14 @@ def turn_ingest(
                 index=index,
                 message_ids=ids,
                 system_id=system.id if system else None,
+                managed_by=next(
+                    (
+                        e.get("operation")
+                        for e in turn_events
+                        if e.get("type") == "managed" and isinstance(e.get("operation"), int)
+                    ),
+                    None,
+                ),
             )
             if previous is not None and previous.operated
             else (None, None)

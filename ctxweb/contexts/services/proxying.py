@@ -6,7 +6,9 @@ recent call of the same key (its request and the answer it got) joins that call'
 agent's main conversation stays one session while its side calls (titles, summaries with another
 model) start sessions of their own, named by time. That memory is this process's, for an hour:
 behind several web processes a conversation may split where a call lands elsewhere; naming the
-session avoids it.
+session avoids it. Messages are compared by what they say (``message_identity``): Claude Code moves
+its cache breakpoint to the newest message on every call, Codex sends the provider's output items
+back without their ids and with their keys in another order, and neither makes a new conversation.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from typing import Any
 from django.utils import timezone
 
 from compaction.errors import FormatError
-from compaction.messages import message_hash, messages_key, parse, render
+from compaction.messages import (
+    message_identity,
+    messages_key,
+    parse,
+    render,
+    without_cache_markers,
+)
 from compaction.messages.model import Context, Message
 from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
@@ -54,7 +62,7 @@ def _hashes(format: str, request: dict[str, Any], extra: list[dict[str, Any]]) -
     if isinstance(request.get(key), str):  # a Responses request's bare string input
         items = [{"role": "user", "content": request[key]}]
     context = parse(format, {**request, key: [*items, *extra]})
-    return tuple(message_hash(m) for m in context.messages)
+    return tuple(message_identity(m) for m in context.messages)
 
 
 def _joined(key_id: int, hashes: tuple[str, ...]) -> str | None:
@@ -85,7 +93,7 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
 @dataclass
 class Rewrite:
     """What replaces the start of a managed session's requests: the agent's first messages (by
-    hash) stand for ``replacement``, which operation ``operation_id`` made."""
+    identity) stand for ``replacement``, which operation ``operation_id`` made."""
 
     operation_id: int
     original: tuple[str, ...]
@@ -95,7 +103,7 @@ class Rewrite:
 @dataclass
 class Prepared:
     """A call about to be relayed: the body to send, its session, the agent's own messages (by
-    hash, for the next call to join), and the events to record with it."""
+    identity, for the next call to join), and the events to record with it."""
 
     body: bytes
     session: str | None
@@ -134,7 +142,7 @@ def proxy_prepare(
         return Prepared(body, session)
     if context is None:
         return Prepared(body, session)
-    hashes = tuple(message_hash(m) for m in context.messages)
+    hashes = tuple(message_identity(m) for m in context.messages)
     external_id = session if session and session_id_problem(session) is None else None
     external_id = external_id or _joined(key_id, hashes)
     prepared = Prepared(body, external_id, hashes)
@@ -158,10 +166,11 @@ def proxy_prepare(
         stands_for = len(rewrite.original) - len(rewrite.replacement)
     state = selectors.managed_context(session=stored)
     if state.current and state.operation_id is not None:
-        base = selectors.turn_message_hashes(session=stored, index=state.turn_index)
-        current = [message_hash(m) for m in messages]
+        base = selectors.turn_message_identities(session=stored, index=state.turn_index)
+        current = [message_identity(m) for m in messages]
         if base and _starts_with(current, base):
-            replacement = tuple(state.context.messages)
+            # the agent's own breakpoints, on its newer messages, are the only ones sent
+            replacement = tuple(without_cache_markers(m) for m in state.context.messages)
             _REWRITES[key] = Rewrite(
                 state.operation_id, hashes[: len(base) + stands_for], replacement
             )
@@ -216,13 +225,17 @@ def proxy_record(
     original: tuple[str, ...] = (),
     events: Sequence[dict[str, Any]] = (),
     compressed: bool = False,
+    context_window: int | None = None,
+    context_window_source: str | None = None,
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
     recorded (counted in :data:`failures` and logged: the call itself already succeeded).
 
     ``response_body`` is the answer as relayed: gzip- or deflate-compressed when
-    ``compressed``. ``original`` is the agent's own messages by hash when what was sent differs
-    (managed mode): the next call, which extends the agent's history, joins by them."""
+    ``compressed``. ``original`` is the agent's own messages by identity when what was sent differs
+    (managed mode): the next call, which extends the agent's history, joins by them.
+    ``context_window`` is the window the call itself selected (a model's 1M-context header), and
+    ``context_window_source`` where that figure came from."""
     global failures
     try:
         if compressed:
@@ -232,7 +245,7 @@ def proxy_record(
             raise FormatError("request", "expected a JSON object")
         context = parse(format, request)
         answer = provider_answer(format, response_body, streamed=streamed)
-        hashes = tuple(message_hash(m) for m in context.messages)
+        hashes = tuple(message_identity(m) for m in context.messages)
         external_id = session if session and session_id_problem(session) is None else None
         external_id = external_id or _joined(key_id, hashes)
         if external_id is None:
@@ -247,6 +260,8 @@ def proxy_record(
             usage=answer.usage,
             events=list(events),
             source=SOURCE,
+            context_window=context_window,
+            **({"context_window_source": context_window_source} if context_window_source else {}),
         )
         try:
             answered = _hashes(format, {**request, messages_key(format): []}, answer.messages)
@@ -255,9 +270,29 @@ def proxy_record(
         following = (original or hashes) + answered
         _remember(key_id, external_id, following)
         return external_id
-    except Exception:
+    except Exception as error:
         failures += 1
         logger.exception("the proxy could not record a %s call", format)
+        # Kept raw and shown on its session (or its project) all the same: never silently lost.
+        from ctxweb.contexts.services.unread import unread_call_record
+
+        try:
+            named: str | None = external_id  # decided before the failure, if it came that late
+        except NameError:
+            named = session if session and session_id_problem(session) is None else None
+        try:
+            unread_call_record(
+                project=project,
+                session_external_id=named,
+                format=format,
+                request_body=request_body,
+                response_body=response_body,
+                streamed=streamed,
+                compressed=compressed,
+                error=error,
+            )
+        except Exception:
+            logger.exception("the proxy could not keep the unread %s call either", format)
         return None
 
 

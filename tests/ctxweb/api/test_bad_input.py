@@ -137,21 +137,7 @@ def test_a_body_that_is_not_an_object_is_a_400(client: Any, url: str) -> None:
         (chat({"role": "user", "content": 5}), "messages.0.content"),
         (chat({"role": "assistant", "tool_calls": "read"}), "messages.0.tool_calls"),
         (chat({"content": "no role"}), "messages.0.role"),
-        (chat({"role": "robot", "content": "beep"}), "messages.0.role"),
-        (
-            {
-                "format": "anthropic-messages",
-                "request": {"messages": [{"role": "system", "content": "x"}]},
-            },
-            "messages.0.role",
-        ),
-        (
-            {
-                "format": "openai-responses",
-                "request": {"input": [{"type": "message", "role": "robot", "content": "x"}]},
-            },
-            "input.0.role",
-        ),
+        (chat({"role": 7, "content": "beep"}), "messages.0.role"),
         ({"request": {"messages": [USER]}}, "format"),
         ({"format": "openai-chat", "request": {}}, "messages"),
         ({"format": "openai-chat", "request": {"messages": [USER]}, "model": "x" * 201}, "model"),
@@ -162,6 +148,31 @@ def test_a_malformed_turn_is_a_400_naming_the_field(client: Any, body: Any, fiel
     before = snapshot()
     refused(post(client, TURNS, body), 400, field)
     assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        chat(USER, {"role": "robot", "content": "beep"}),
+        {
+            "format": "anthropic-messages",
+            "request": {
+                "max_tokens": 100,
+                "messages": [{"role": "user", "content": "hi"}, {"role": "system", "content": "x"}],
+            },
+        },
+        {
+            "format": "openai-responses",
+            "request": {"input": [{"type": "message", "role": "robot", "content": "x"}]},
+        },
+    ],
+)
+def test_a_role_ctxweb_does_not_know_is_kept_not_refused(client: Any, body: Any) -> None:
+    session = f"/api/v1/sessions/roles-{body['format']}"
+    response = post(client, f"{session}/turns", body)
+    assert response.status_code == 201, response.content
+    assert client.get(f"{session}/turns/0").json()["messages"]
+    assert client.get(f"{session}/context").json()["request"] == body["request"]
 
 
 def test_a_session_id_longer_than_the_column_is_a_400(client: Any) -> None:

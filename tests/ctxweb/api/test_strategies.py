@@ -250,7 +250,7 @@ def test_an_unknown_strategy_is_a_400_naming_strategy(world: World) -> None:
         (
             {
                 "format": "openai-chat",
-                "request": {"messages": [{"role": "robot", "content": "hi"}]},
+                "request": {"messages": [{"role": 7, "content": "hi"}]},
                 "strategy": "nanobot-trim",
             },
             "messages.0.role",

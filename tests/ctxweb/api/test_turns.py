@@ -162,7 +162,10 @@ def test_reported_usage_is_kept_and_the_excess_is_unattributed(world: World) -> 
         ({"format": "nope", "request": {}}, "format"),
         ({"format": "openai-chat"}, "request"),
         (
-            {"format": "openai-chat", "request": {"messages": [{"role": "robot", "content": "x"}]}},
+            {
+                "format": "openai-chat",
+                "request": {"messages": [{"role": ["user"], "content": "x"}]},
+            },
             "messages.0.role",
         ),
         (
