@@ -48,12 +48,50 @@ class SessionOutput(serializers.Serializer):  # type: ignore[type-arg]
     secret_count = serializers.IntegerField(
         help_text="secrets found in the messages its turns brought"
     )
+    unread_calls = serializers.IntegerField(
+        source="unread_call_count",
+        help_text="its calls ctxweb relayed but could not read, kept raw:"
+        " GET sessions/{external_id}/unread-calls lists them",
+    )
     source = serializers.CharField()  # type: ignore[assignment]
     created_at = serializers.DateTimeField()
     last_activity_at = serializers.DateTimeField()
 
     def get_usable(self, session: Any) -> int:
         return max(0, int(session.context_window) - int(session.output_reserve))
+
+
+class UnreadCallOutput(serializers.Serializer):  # type: ignore[type-arg]
+    """A call ctxweb relayed but could not read, kept raw: when, its format, why (``error``
+    names the field at fault when the request or answer had a malformed one), the session it
+    named or joined (``session``: null when the project has none of that name) and where to
+    download the raw exchange (``raw_url``: a zip of the request and the answer as relayed).
+    The context's ``raw_url`` function (the call -> its URL) builds the link."""
+
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    format = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]
+    error = serializers.CharField()
+    error_path = serializers.CharField(help_text="the field at fault, when one was named")
+    external_id = serializers.CharField(help_text="the session id the call named or joined")
+    session = serializers.SerializerMethodField()
+    streamed = serializers.BooleanField()
+    request_bytes = serializers.IntegerField(source="request_size")
+    response_bytes = serializers.IntegerField(source="response_size")
+    content_encoding = serializers.CharField(
+        help_text="the answer's encoding when it is kept compressed (it did not decompress)"
+    )
+    truncated = serializers.BooleanField(help_text="a body was cut at the body cap")
+    raw_url = serializers.SerializerMethodField()
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_session(self, call: Any) -> str | None:
+        return call.session.external_id if call.session_id is not None else None
+
+    @extend_schema_field({"type": "string"})
+    def get_raw_url(self, call: Any) -> str:
+        return str(self.context["raw_url"](call))
 
 
 class SecretOutput(serializers.Serializer):  # type: ignore[type-arg]

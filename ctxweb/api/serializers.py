@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from ctxweb.contexts.services import FORMATS
-from ctxweb.shapes import AuditEventOutput, SessionOutput
+from ctxweb.shapes import AuditEventOutput, SessionOutput, UnreadCallOutput
 
 # JSON bodies are typed: a number is not text, text is not a number, 1 is not true. DRF's fields
 # convert between them; these refuse what the schema says is the wrong type.
@@ -151,3 +151,12 @@ class AuditPageOutput(serializers.Serializer):  # type: ignore[type-arg]
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = AuditEventOutput(many=True)
+
+
+class UnreadCallPageOutput(serializers.Serializer):  # type: ignore[type-arg]
+    count = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = UnreadCallOutput(many=True)

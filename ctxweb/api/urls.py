@@ -15,6 +15,7 @@ from ctxweb.api import (
     sessions,
     strategies,
     turns,
+    unread,
 )
 
 urlpatterns = [
@@ -34,6 +35,17 @@ urlpatterns = [
         "sessions/<path:external_id>/context",
         operations.ManagedContextApi.as_view(),
         name="api-managed-context",
+    ),
+    path(
+        "sessions/<path:external_id>/unread-calls",
+        unread.SessionUnreadCallListApi.as_view(),
+        name="api-session-unread-calls",
+    ),
+    path("unread-calls", unread.UnreadCallListApi.as_view(), name="api-unread-calls"),
+    path(
+        "unread-calls/<str:unread_id>/raw",
+        unread.UnreadCallRawApi.as_view(),
+        name="api-unread-call-raw",
     ),
     path(
         "operations/<int:operation_id>",

@@ -49,6 +49,9 @@ class Session(models.Model):
     secret_count = models.PositiveIntegerField(
         default=0, help_text="secrets found in the messages its turns brought"
     )
+    unread_call_count = models.PositiveIntegerField(
+        default=0, help_text="its calls that could not be read (UnreadCall), kept raw"
+    )
 
     class Meta:
         constraints = [
@@ -378,3 +381,52 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name} {self.action} {self.session_external_id}"
+
+
+class UnreadCall(models.Model):
+    """A model call ctxweb relayed but could not read, kept raw so that it is never silently lost.
+
+    The bodies are stored as relayed but for compression: a compressed answer (gzip, deflate or
+    zstd) is stored decompressed when it decompresses within the body cap, and
+    ``content_encoding`` is empty; one that does not is stored as relayed, and
+    ``content_encoding`` names its encoding. A body past ``CTXWEB_MAX_REQUEST_BYTES`` keeps its
+    first bytes and is marked ``truncated``. Headers are not stored (the provider's key travels
+    in them). At most ``CTXWEB_UNREAD_CALLS_PER_PROJECT`` are kept per project, the oldest
+    dropped first; deleting the session deletes its calls.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="unread_calls")
+    session = models.ForeignKey(
+        Session,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="unread_calls",
+        help_text="the session the call named or joined, when it exists",
+    )
+    external_id = models.CharField(
+        max_length=200, blank=True, help_text="the session id the call named or joined, if any"
+    )
+    source = models.CharField(max_length=32, default="proxy")
+    format = models.CharField(max_length=32)
+    request_body = models.BinaryField()
+    response_body = models.BinaryField()
+    request_size = models.PositiveBigIntegerField(help_text="bytes of request_body as stored")
+    response_size = models.PositiveBigIntegerField(help_text="bytes of response_body as stored")
+    content_encoding = models.CharField(
+        max_length=16, blank=True, help_text="the response's encoding when kept compressed"
+    )
+    truncated = models.BooleanField(default=False, help_text="a body was cut at the cap")
+    streamed = models.BooleanField(default=False)
+    error = models.TextField(help_text="why it could not be read (the field, or the exception)")
+    error_path = models.CharField(max_length=300, blank=True, help_text="the field at fault")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="unread_call_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"unread {self.format} call {self.pk}"

@@ -19,9 +19,11 @@ from django.urls import reverse
 
 from ctxweb.accounts.access import Access, access_for_request
 from ctxweb.contexts import selectors
+from ctxweb.contexts.selectors import unread as unread_selectors
 from ctxweb.front import charts
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.live import live_urls
+from ctxweb.front.unread import unread_rows
 from ctxweb.shapes import OperationOutput
 
 if TYPE_CHECKING:
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 PAGE_SIZE = 25
 #: Operations per page on the session page (``?operations=N`` turns the pages).
 OPERATIONS_PAGE_SIZE = 20
+#: Unread calls listed in a page's warning, the newest (the API lists them all).
+UNREAD_SHOWN = 20
 #: A column header's first sort when clicked, and each sort's reverse.
 SORT_COLUMNS = {"name": "name", "turns": "-turns", "fill": "-fill", "recent": "recent"}
 REVERSED_SORT = {
@@ -129,6 +133,11 @@ def session_list(request: HttpRequest) -> HttpResponse:
         "fill_near": charts.FILL_NEAR,
         "fill_over": charts.FILL_OVER,
     }
+    # Calls ctxweb could not read whose session does not exist: only this page shows them.
+    unattached = unread_selectors.unread_call_list(project=access.project, unattached=True)
+    shown = list(unattached[: UNREAD_SHOWN + 1])
+    context["unread"] = unread_rows(shown[:UNREAD_SHOWN])
+    context["unread_count"] = unattached.count() if len(shown) > UNREAD_SHOWN else len(shown)
     if not project_has_sessions:
         context.update(_first_turn_help(request, access))
     return render(request, "contexts/sessions.html", context)
@@ -206,6 +215,11 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
         _operation_row(operation, project_id=session.project_id)
         for operation in operation_page.object_list
     ]
+    unread = (
+        unread_selectors.unread_call_list_for_session(session=session)[:UNREAD_SHOWN]
+        if session.unread_call_count
+        else []
+    )
     rows: list[dict[str, Any]] = []
     if latest is not None:
         reserve = latest.max_output_tokens or session.output_reserve
@@ -232,6 +246,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "operations": operation_rows,
             "operation_page": operation_page,
             "present": {name for t in turns for name, n in t.regions.items() if n},
+            "unread": unread_rows(unread),
             # The recording proxy sends this session's calls compacted (managed mode).
             "managed": latest is not None
             and any(e.get("type") == "managed" for e in (latest.events or [])),

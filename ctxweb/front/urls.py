@@ -17,6 +17,7 @@ from ctxweb.front import (
     sessions,
     setup,
     turns,
+    unread,
 )
 
 urlpatterns = [
@@ -36,6 +37,12 @@ urlpatterns = [
         name="session-delete",
     ),
     path("artifacts/<str:artifact_id>/", artifacts.artifact_detail, name="artifact-detail"),
+    path("unread-calls/<str:unread_id>/raw/", unread.unread_call_raw, name="unread-call-raw"),
+    path(
+        "sessions/<path:external_id>/unread-calls/<str:unread_id>/raw/",
+        unread.session_unread_call_raw,
+        name="session-unread-call-raw",
+    ),
     path(
         "sessions/<path:external_id>/turns/<int:index>/",
         turns.turn_detail,

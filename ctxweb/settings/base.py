@@ -321,6 +321,9 @@ CTXWEB_UPSTREAM_ANTHROPIC = os.environ.get(
 )
 # Seconds a relayed call may take (a long generation streams for minutes).
 CTXWEB_PROXY_TIMEOUT = envfloat("CTXWEB_PROXY_TIMEOUT", 600.0)
+# Relayed calls ctxweb could not read are kept raw (shown on their session and through the API):
+# at most this many per project, the oldest dropped first; each body up to CTXWEB_MAX_REQUEST_BYTES.
+CTXWEB_UNREAD_CALLS_PER_PROJECT = envint("CTXWEB_UNREAD_CALLS_PER_PROJECT", 1000)
 
 CTXWEB_LLM_PROVIDER = os.environ.get("CTXWEB_LLM_PROVIDER", "")
 CTXWEB_LLM_BASE_URL = os.environ.get("CTXWEB_LLM_BASE_URL", "")

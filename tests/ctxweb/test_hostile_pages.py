@@ -75,10 +75,11 @@ def test_no_page_answers_5xx_to_hostile_paths_or_queries(
             "op": quote(value, safe=""),
             "art": quote(value, safe=""),
             "imp": quote(value, safe=""),
+            "unr": quote(value, safe=""),
         }
         for url in (
             path.format(**ids),
-            path.format(sid="s1", op="1", art="a", imp="1")
+            path.format(sid="s1", op="1", art="a", imp="1", unr="1")
             + "?"
             + urlencode(dict.fromkeys(QUERY, value)),
         ):

@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 
 from ctxweb.accounts.services import api_key_create, api_key_revoke
 from ctxweb.contexts.models import Artifact, Operation, Session, Turn
+from ctxweb.contexts.services.unread import unread_call_record
 from ctxweb.live.routing import websocket_urlpatterns
 from tests.support.builders import body, history
 from tests.support.routes import API, CAPTURE, PAGES, WEBSOCKETS, Call, Ids
@@ -89,11 +90,22 @@ def _project_data(
     )
     response = client.post("/api/v1/import", {"file": upload})
     assert response.status_code == 201, response.content
+    unread = unread_call_record(
+        project=project,
+        session_external_id=external_id,
+        format="openai-chat",
+        request_body=marker.encode(),
+        response_body=b"{}",
+        streamed=False,
+        compressed=False,
+        error="unreadable",
+    )
     return Ids(
         session=external_id,
         operation=operation.pk,
         artifact=artifact.key,
         import_job=response.json()["id"],
+        unread=unread.pk,
     )
 
 

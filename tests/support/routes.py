@@ -17,6 +17,7 @@ class Ids:
     operation: int
     artifact: str
     import_job: int
+    unread: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,11 @@ class Call:
 
     def url(self, ids: Ids) -> str:
         return self.path.format(
-            sid=ids.session, op=ids.operation, art=ids.artifact, imp=ids.import_job
+            sid=ids.session,
+            op=ids.operation,
+            art=ids.artifact,
+            imp=ids.import_job,
+            unr=ids.unread,
         )
 
     def send(self, client: Client, ids: Ids) -> Any:
@@ -133,6 +138,9 @@ API: dict[str, list[Call]] = {
     "api-imports": [Call("GET", "/api/v1/imports", scope="list")],
     "api-audit": [Call("GET", "/api/v1/audit", scope="list", operator=True)],
     "api-import-detail": [Call("GET", "/api/v1/imports/{imp}")],
+    "api-session-unread-calls": [Call("GET", "/api/v1/sessions/{sid}/unread-calls")],
+    "api-unread-calls": [Call("GET", "/api/v1/unread-calls", scope="list")],
+    "api-unread-call-raw": [Call("GET", "/api/v1/unread-calls/{unr}/raw")],
 }
 PAGES: dict[str, list[Call]] = {
     "login": [Call("GET", "/accounts/login/", scope="public")],
@@ -155,6 +163,8 @@ PAGES: dict[str, list[Call]] = {
     # The confirmation only: deleting is tested in tests/ctxweb/contexts/test_deletion.py.
     "session-delete": [Call("GET", "/sessions/{sid}/delete/", operator=True)],
     "artifact-detail": [Call("GET", "/artifacts/{art}/")],
+    "unread-call-raw": [Call("GET", "/unread-calls/{unr}/raw/")],
+    "session-unread-call-raw": [Call("GET", "/sessions/{sid}/unread-calls/{unr}/raw/")],
     "setup": [Call("GET", "/setup/", scope="list")],
     "imports": [
         Call("GET", "/imports/", scope="list"),

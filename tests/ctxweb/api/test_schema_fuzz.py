@@ -86,7 +86,11 @@ def test_the_schema_lists_every_api_operation() -> None:
         (
             call.method,
             call.path.format(
-                sid="{external_id}", op="{operation_id}", art="{artifact_id}", imp="{job_id}"
+                sid="{external_id}",
+                op="{operation_id}",
+                art="{artifact_id}",
+                imp="{job_id}",
+                unr="{unread_id}",
             ).split("?")[0],
         )
         for name, calls in API.items()
