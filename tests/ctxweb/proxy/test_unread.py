@@ -27,7 +27,11 @@ from django.test import Client
 from ctxweb.contexts.models import Session, UnreadCall
 from ctxweb.contexts.services import proxying
 from ctxweb.contexts.services.deletion import session_delete
-from ctxweb.contexts.services.unread import unread_call_record
+from ctxweb.contexts.services.unread import (
+    unread_call_delete,
+    unread_call_record,
+    unread_calls_delete,
+)
 from tests.support.builders import body, history
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, daphne, embedded_env
@@ -318,6 +322,17 @@ def test_deleting_the_session_deletes_its_unread_calls_and_no_other(
     apart = keep(world, session=None)
     session_delete(session=Session.objects.get(external_id="s1"), actor=world.owner)
     assert list(UnreadCall.objects.values_list("pk", flat=True)) == [apart.pk]
+
+
+def test_deleting_unread_calls_keeps_the_sessions_count(world: World, session: str) -> None:
+    first = keep(world)
+    keep(world)
+    keep(world, session=None)
+    unread_call_delete(unread_call=first)
+    assert Session.objects.get(external_id="s1").unread_call_count == 1
+    assert unread_calls_delete(project=world.project) == 2
+    assert Session.objects.get(external_id="s1").unread_call_count == 0
+    assert not UnreadCall.objects.exists()
 
 
 @pytest.mark.parametrize(
