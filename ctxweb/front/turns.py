@@ -45,12 +45,46 @@ def _preview(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _tool_names(tools: Any, namespace: str = "") -> list[dict[str, str]]:
+    """The tools an item defines (namespaces flattened), as name and description."""
+    out: list[dict[str, str]] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        name = str(tool.get("name") or tool.get("type") or "")
+        if tool.get("type") == "namespace":
+            out += _tool_names(tool.get("tools"), f"{namespace}{name}.")
+            continue
+        description = str(tool.get("description") or "")
+        out.append({"name": namespace + name, "description": _preview(description, 120)})
+    return out
+
+
+def _item_view(raw: dict[str, Any], text: str) -> dict[str, Any]:
+    """An item or message kept verbatim (a type or role no adapter reads): its type, the tools
+    it defines when it defines some (Codex's ``additional_tools``), and its JSON."""
+    kind = raw.get("type") or "item"
+    if "role" in raw and kind in ("message", "item"):
+        kind = f"role {raw['role']}"
+    return {
+        "kind": "item",
+        "item_type": str(kind),
+        "tools": _tool_names(raw.get("tools")),
+        "text": text,
+        "long": _is_long(text) or len(text) > 400,
+        "chars": len(text),
+    }
+
+
 def _part(part: Any) -> dict[str, Any]:
     """A stored part as the inspector shows it (text measured, arguments pretty-printed)."""
     if not isinstance(part, dict):
         return {"kind": "unknown", "text": str(part), "long": False}
     kind = part.get("kind", "unknown")
     view: dict[str, Any] = {"kind": kind}
+    raw = (part.get("extra") or {}).get("ctxweb:raw") if kind == "text" else None
+    if isinstance(raw, dict):
+        return _item_view(raw, str(part.get("text", "")))
     if kind in ("text", "reasoning"):
         text = str(part.get("text", ""))
         view.update(
@@ -107,11 +141,16 @@ def _message_view(message: dict[str, Any]) -> dict[str, Any]:
             "",
         )
     calls = [p["name"] for p in parts if p["kind"] == "tool_call"]
+    items = [
+        f"{p['item_type']} ({len(p['tools'])} tools)" if p["tools"] else p["item_type"]
+        for p in parts
+        if p["kind"] == "item"
+    ]
     return {
         **message,
         "parts": parts,
         "name": data.get("name"),
-        "summary": _preview(first_text, 120) if first_text else ", ".join(calls),
+        "summary": _preview(first_text, 120) if first_text else ", ".join(calls or items),
     }
 
 
