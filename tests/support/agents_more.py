@@ -43,6 +43,7 @@ OPENCODE = ROOT / "agents" / "opencode" / "node_modules" / ".bin" / "opencode"
 AIDER = ROOT / "agents" / "aider" / ".venv" / "bin" / "aider"
 #: The model name both agents ask for (the stand-in answers any).
 MODEL = "gpt-4o"
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
 #: A run that takes longer than this has hung (each finishes in seconds against the stand-in).
 RUN_SECONDS = 90
 
@@ -71,21 +72,22 @@ def version(binary: Path) -> str:
 
 def is_title_call(request: dict[str, Any]) -> bool:
     """A side call that names the conversation: no tools, and a system text asking for a title
-    (OpenCode's title agent: "You are a title generator...")."""
+    (OpenCode's title agent: "You are a title generator..."), in a Chat Completions system
+    message or Anthropic's ``system``."""
     if request.get("tools"):
         return False
-    system = " ".join(
-        content if isinstance(content, str) else json.dumps(content)
+    system = [request.get("system")] + [
+        message.get("content")
         for message in request.get("messages") or []
         if message.get("role") == "system"
-        for content in [message.get("content")]
-    )
-    return "title" in system.lower()
+    ]
+    return "title" in json.dumps(system).lower()
 
 
 @dataclass
 class ChatStandIn:
-    """An OpenAI Chat Completions server on a free loopback port, streaming or not.
+    """An OpenAI Chat Completions and Anthropic Messages server on a free loopback port,
+    streaming (as each provider streams) or not.
 
     The main conversation's calls are answered from ``script`` in turn: a string is a text reply,
     ``{"tool": name, "arguments": {...}}`` one tool call; past its end, "Done.". Side calls (what
@@ -193,6 +195,64 @@ def _chunks(request: dict[str, Any], message: dict[str, Any], finish: str) -> It
         yield {**base, "choices": [], "usage": _usage(request)}
 
 
+def _anthropic_content(reply: Any, n: int) -> tuple[list[dict[str, Any]], str]:
+    if isinstance(reply, dict):
+        use = {"type": "tool_use", "id": f"toolu_{n}", "name": reply["tool"]}
+        return [{**use, "input": reply["arguments"]}], "tool_use"
+    return [{"type": "text", "text": reply}], "end_turn"
+
+
+def _anthropic_usage(request: dict[str, Any]) -> dict[str, int]:
+    sent = [request.get("system"), request.get("messages"), request.get("tools")]
+    return {"input_tokens": max(1, len(json.dumps(sent)) // 4), "output_tokens": 9}
+
+
+def _anthropic_events(
+    request: dict[str, Any], content: list[dict[str, Any]], stop: str
+) -> Iterator[dict[str, Any]]:
+    """The stream Anthropic sends: the message's start, each block's start, deltas and stop,
+    then the stop reason with the usage, and the message's stop."""
+    usage = _anthropic_usage(request)
+    start = {
+        "id": "msg_a",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model"),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 1},
+    }
+    yield {"type": "message_start", "message": start}
+    for i, block in enumerate(content):
+        if block["type"] == "text":
+            yield {
+                "type": "content_block_start",
+                "index": i,
+                "content_block": {"type": "text", "text": ""},
+            }
+            for at in range(0, len(block["text"]), 24):
+                delta = {"type": "text_delta", "text": block["text"][at : at + 24]}
+                yield {"type": "content_block_delta", "index": i, "delta": delta}
+        else:
+            yield {
+                "type": "content_block_start",
+                "index": i,
+                "content_block": {**block, "input": {}},
+            }
+            raw = json.dumps(block["input"], separators=(",", ":"))
+            for at in range(0, len(raw), 16):
+                delta = {"type": "input_json_delta", "partial_json": raw[at : at + 16]}
+                yield {"type": "content_block_delta", "index": i, "delta": delta}
+        yield {"type": "content_block_stop", "index": i}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop, "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
+    yield {"type": "message_stop"}
+
+
 def _handler(state: ChatStandIn) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -210,12 +270,15 @@ def _handler(state: ChatStandIn) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             path = self.path.split("?")[0].rstrip("/")
-            if path != "/v1/chat/completions":
+            if path not in ("/v1/chat/completions", "/v1/messages"):
                 self._json(404, {"error": {"message": "not here", "type": "not_found"}})
                 return
             request = json.loads(body or b"{}")
             headers = {k.lower(): v for k, v in self.headers.items()}
             reply = state.answer(path, headers, request)
+            if path == "/v1/messages":
+                self._anthropic(request, reply)
+                return
             message, finish = _message(reply, len(state.calls))
             if not request.get("stream"):
                 self._json(
@@ -237,6 +300,31 @@ def _handler(state: ChatStandIn) -> type[BaseHTTPRequestHandler]:
             for event in _chunks(request, message, finish):
                 self._chunk(f"data: {json.dumps(event)}\n\n".encode())
             self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+
+        def _anthropic(self, request: dict[str, Any], reply: Any) -> None:
+            content, stop = _anthropic_content(reply, len(state.calls))
+            if not request.get("stream"):
+                self._json(
+                    200,
+                    {
+                        "id": f"msg_{len(state.calls)}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": request.get("model"),
+                        "content": content,
+                        "stop_reason": stop,
+                        "stop_sequence": None,
+                        "usage": _anthropic_usage(request),
+                    },
+                )
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for event in _anthropic_events(request, content, stop):
+                self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
             self._chunk(b"")
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
@@ -331,6 +419,28 @@ def opencode_config(
         },
         "model": f"ctxweb/{MODEL}",
         "small_model": f"ctxweb/{MODEL}",
+    }
+
+
+def opencode_anthropic_config(
+    base_url: str, ctxweb_key: str, *, provider_key: str, session: str | None = None
+) -> dict[str, Any]:
+    """An ``opencode.json`` whose Anthropic provider (built in) goes through ctxweb's proxy
+    (``base_url`` is the proxy's Anthropic path, ``.../proxy/anthropic/v1``)."""
+    headers = {"X-Ctxweb-Key": ctxweb_key}
+    if session is not None:
+        headers["X-Ctxweb-Session"] = session
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            "anthropic": {
+                "options": {"baseURL": base_url, "apiKey": provider_key, "headers": headers}
+            }
+        },
+        "model": f"anthropic/{ANTHROPIC_MODEL}",
+        "small_model": f"anthropic/{ANTHROPIC_MODEL}",
     }
 
 

@@ -31,6 +31,7 @@ from tests.support.agents_more import (
     aider_command,
     aider_env,
     aider_files,
+    opencode_anthropic_config,
     opencode_command,
     opencode_config,
     opencode_env,
@@ -54,6 +55,10 @@ class Live:
     @property
     def openai_base(self) -> str:
         return f"{self.server.url}/proxy/openai/v1"
+
+    @property
+    def anthropic_base(self) -> str:
+        return f"{self.server.url}/proxy/anthropic/v1"
 
     def get(self, path: str) -> Any:
         request = urllib.request.Request(
@@ -119,6 +124,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         env = embedded_env(
             data,
             CTXWEB_UPSTREAM_OPENAI=f"{api.url}/v1",
+            CTXWEB_UPSTREAM_ANTHROPIC=f"{api.url}/v1",
             CTXWEB_RATE_LIMIT="",
         )
         key = create_key(env, role="ingest")
@@ -131,11 +137,17 @@ def regions(live: Live, session: dict[str, Any]) -> list[dict[str, int]]:
 
 
 def opencode_does_its_task(
-    live: Live, tmp_path: Path, prompt: str, *, session: str | None = None
+    live: Live,
+    tmp_path: Path,
+    prompt: str,
+    *,
+    session: str | None = None,
+    provider: str = "openai",
 ) -> None:
     """OpenCode, told ``prompt``, writes hello.txt with its bash tool, reads it back with its read
     tool and says so (three calls, and its title call), its ctxweb key in its configuration
-    read from the environment as a user keeps it."""
+    read from the environment as a user keeps it; through an OpenAI-compatible provider or its
+    own Anthropic provider."""
     require(OPENCODE, "OpenCode")
     work = tmp_path / "work"
     work.mkdir()
@@ -152,9 +164,17 @@ def opencode_does_its_task(
             "hello.txt now says hello.",
         ]
     )
-    config = opencode_config(
-        live.openai_base, "{env:CTXWEB_API_KEY}", provider_key=PROVIDER_KEY, session=session
-    )
+    if provider == "openai":
+        config = opencode_config(
+            live.openai_base, "{env:CTXWEB_API_KEY}", provider_key=PROVIDER_KEY, session=session
+        )
+    else:
+        config = opencode_anthropic_config(
+            live.anthropic_base,
+            "{env:CTXWEB_API_KEY}",
+            provider_key=PROVIDER_KEY,
+            session=session,
+        )
     (work / "opencode.json").write_text(json.dumps(config))
     env = {**opencode_env(tmp_path / "home"), "CTXWEB_API_KEY": live.key}
 
@@ -166,7 +186,10 @@ def opencode_does_its_task(
     assert len(live.api.main) == 3, [len(r.get("messages") or []) for r in live.api.main]
     assert len(live.api.side_calls) == 1
     for _, headers, _ in live.api.calls:
-        assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+        if provider == "openai":
+            assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+        else:
+            assert headers["x-api-key"] == PROVIDER_KEY
         assert not any(name.startswith("x-ctxweb") for name in headers), headers
 
 
@@ -193,6 +216,18 @@ def test_it_joins_opencodes_calls_into_one_session_and_keeps_its_title_call_apar
     title, session = found
     assert "title" in json.dumps(live.get(f"sessions/{title['external_id']}/turns/0")["messages"])
     assert_the_conversation_is_recorded(live, session)
+
+
+def test_it_joins_opencodes_calls_through_its_anthropic_provider_into_one_session(
+    live: Live, tmp_path: Path
+) -> None:
+    prompt = "Write hello into hello.txt with Claude, then read it back."
+    opencode_does_its_task(live, tmp_path, prompt, provider="anthropic")
+
+    found = live.sessions_holding(prompt, turns=4)
+    assert [s["turn_count"] for s in found] == [1, 3], found
+    assert {s["format"] for s in found} == {"anthropic-messages"}
+    assert_the_conversation_is_recorded(live, found[1])
 
 
 def test_it_records_every_opencode_call_in_the_session_its_configuration_names(
