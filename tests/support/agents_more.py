@@ -476,19 +476,17 @@ def aider_files(folder: Path, ctxweb_key: str, *, session: str | None = None) ->
         "    extra_headers:\n"
         + "".join(f"      {name}: {json.dumps(value)}\n" for name, value in headers.items())
     )
+    window = {
+        "max_input_tokens": 128000,
+        "max_output_tokens": 16384,
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        "litellm_provider": "openai",
+        "mode": "chat",
+    }
+    # The model and its weak model (aider's settings for openai/gpt-4o name gpt-4o-mini).
     (folder / ".aider.model.metadata.json").write_text(
-        json.dumps(
-            {
-                f"openai/{MODEL}": {
-                    "max_input_tokens": 128000,
-                    "max_output_tokens": 16384,
-                    "input_cost_per_token": 0.0,
-                    "output_cost_per_token": 0.0,
-                    "litellm_provider": "openai",
-                    "mode": "chat",
-                }
-            }
-        )
+        json.dumps({f"openai/{MODEL}": window, f"{MODEL}-mini": window})
     )
 
 
