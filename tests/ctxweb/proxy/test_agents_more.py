@@ -40,7 +40,7 @@ from tests.support.agents_more import (
 )
 from tests.support.servers import Daphne, create_key, daphne, embedded_env
 
-pytestmark = pytest.mark.agents
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
 PROVIDER_KEY = "sk-provider-secret-agents-more-0123456789"
 
