@@ -63,6 +63,10 @@ COMPACTION = {
         "max_step": "compact",
     },
 }
+#: The agents and how each is run: Claude Code; Codex with its default model (tools inside
+#: ``input``, a custom ``exec`` tool); Codex with a model of classic function tools, which
+#: worked before issue 32 and must keep working.
+AGENTS = {"claude": [], "codex": [], "codex-classic": ["-m", "gpt-5.1-codex"]}
 #: How long the recording of an agent's calls may take (it follows each answer, in a thread).
 RECORDING_SECONDS = 20
 #: The types of API items (Anthropic content blocks, Responses input items): a stored text that
@@ -127,7 +131,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             CTXWEB_RATE_LIMIT="",
             CTXWEB_RATE_LIMIT_COSTLY="",
         )
-        keys = {agent: create_key(env, project=agent) for agent in ("claude", "codex")}
+        keys = {agent: create_key(env, project=agent) for agent in AGENTS}
         with daphne(env) as server, tap(server.url) as tapped:
             yield World(server, api, tapped, root / "data", root, workdir, keys)
 
@@ -236,6 +240,7 @@ def converse(world: World, agent: str) -> Conversation:
         run = run_codex(
             "exec",
             "--skip-git-repo-check",
+            *AGENTS[agent],
             PROMPT,
             home=home,
             workdir=world.workdir,
@@ -262,7 +267,12 @@ def codex(world: World) -> Conversation:
     return converse(world, "codex")
 
 
-@pytest.fixture(params=["claude", "codex"])
+@pytest.fixture(scope="module")
+def codex_classic(world: World) -> Conversation:
+    return converse(world, "codex-classic")
+
+
+@pytest.fixture(params=["claude", "codex", "codex_classic"])
 def conversation(request: pytest.FixtureRequest) -> Conversation:
     value: Conversation = request.getfixturevalue(request.param)
     return value
@@ -435,6 +445,7 @@ def manage(world: World, before: Conversation) -> Managed:
         run = run_codex(
             "exec",
             "--skip-git-repo-check",
+            *AGENTS[agent],
             "resume",
             "--last",
             AGAIN,
@@ -464,7 +475,12 @@ def codex_managed(world: World, codex: Conversation) -> Managed:
     return manage(world, codex)
 
 
-@pytest.fixture(params=["claude", "codex"])
+@pytest.fixture(scope="module")
+def codex_classic_managed(world: World, codex_classic: Conversation) -> Managed:
+    return manage(world, codex_classic)
+
+
+@pytest.fixture(params=["claude", "codex", "codex_classic"])
 def managed(request: pytest.FixtureRequest) -> Managed:
     value: Managed = request.getfixturevalue(f"{request.param}_managed")
     return value
@@ -540,7 +556,7 @@ def test_a_managed_call_is_marked_on_its_turn(managed: Managed) -> None:
 
 
 def test_the_provider_key_is_stored_nowhere(
-    world: World, claude_managed: Managed, codex_managed: Managed
+    world: World, claude_managed: Managed, codex_managed: Managed, codex_classic_managed: Managed
 ) -> None:
     assert any(PROVIDER_KEY in json.dumps(r.headers) for r in world.api.received)
     database = world.data / "db.sqlite3"
