@@ -1,13 +1,13 @@
 """OpenCode and aider, as users run them, through a live ctxweb's recording proxy: each is pointed
-at the proxy with its own configuration (an ``opencode.json`` provider; aider's API base and
-model settings), runs headless against a scripted loopback stand-in for the OpenAI Chat
-Completions API, does its task, and its conversation is recorded: one session, one turn per
-model call, its regions right, the provider's key stored nowhere.
+at the proxy with its own configuration (an ``opencode.json`` provider, OpenAI-compatible or
+Anthropic; aider's API base and model settings), runs headless against a scripted loopback
+stand-in for the provider's API, does its task, and its conversation is recorded: one session, one
+turn per model call, its regions right, the provider's key stored nowhere.
 
 OpenCode's conversation is joined into one session by its content (no session header), its title
-call kept apart; aider names its session (``X-Ctxweb-Session`` in its model settings): each of
-its calls moves the files' message and its reminder to the end, so no call extends the one
-before it and none could be joined."""
+call kept apart; named, the session holds every call, the title call too. aider names its session
+(``X-Ctxweb-Session`` in its model settings): each of its calls moves the files' message and its
+reminder to the end, so no call extends the one before it and none could be joined."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from tests.support.agents_more import (
     opencode_env,
     require,
     run,
+    version,
 )
 from tests.support.servers import Daphne, create_key, daphne, embedded_env
 
@@ -130,6 +131,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         key = create_key(env, role="ingest")
         with daphne(env) as server:
             yield Live(server, key, data, api)
+
+
+def test_it_runs_the_releases_the_project_pins() -> None:
+    require(OPENCODE, "OpenCode")
+    require(AIDER, "aider")
+    agents = Path(__file__).resolve().parents[3] / "agents"
+    pinned = json.loads((agents / "opencode" / "package.json").read_text())["dependencies"]
+    assert version(OPENCODE) == pinned["opencode-ai"]
+    (aider,) = (agents / "aider" / "requirements.txt").read_text().split()
+    assert version(AIDER) == "aider " + aider.removeprefix("aider-chat==")
 
 
 def regions(live: Live, session: dict[str, Any]) -> list[dict[str, int]]:
