@@ -820,7 +820,8 @@ def versions() -> dict[str, str]:
 
 def _capture(out: Path) -> None:
     """Run both agents through a live ctxweb's proxy against the stand-ins and write the raw
-    request bodies the stand-ins received to ``out/claude-code`` and ``out/codex``."""
+    request bodies the stand-ins received to ``out/claude-code``, ``out/codex`` (Codex's
+    default model) and ``out/codex-gpt-5.1-codex`` (a model of classic function tools)."""
     import tempfile
 
     from tests.support.servers import create_key, daphne, embedded_env
@@ -829,7 +830,8 @@ def _capture(out: Path) -> None:
         root = Path(scratch)
         workdir = root / "work"
         workdir.mkdir()
-        (workdir / NOTES).write_text(NOTES_TEXT)
+        # Short notes: the fixtures show shapes, the tool outputs need not be long.
+        (workdir / NOTES).write_text(NOTES_TEXT.splitlines(keepends=True)[0])
         env = embedded_env(
             root / "data",
             CTXWEB_UPSTREAM_ANTHROPIC=f"{api.url}/v1",
@@ -842,18 +844,25 @@ def _capture(out: Path) -> None:
             prompt = "Read notes.txt and tell me the answer."
             for agent, runs in (
                 ("claude-code", [("-p", prompt), ("-p", "--continue", "Now list the files.")]),
-                (
-                    "codex",
-                    [
-                        ("exec", "--skip-git-repo-check", prompt),
-                        (
-                            "exec",
-                            "--skip-git-repo-check",
-                            "resume",
-                            "--last",
-                            "Now list the files.",
-                        ),
-                    ],
+                *(
+                    (
+                        folder,
+                        [
+                            ("exec", "--skip-git-repo-check", *model, prompt),
+                            (
+                                "exec",
+                                "--skip-git-repo-check",
+                                *model,
+                                "resume",
+                                "--last",
+                                "Now list the files.",
+                            ),
+                        ],
+                    )
+                    for folder, model in (
+                        ("codex", ()),
+                        ("codex-gpt-5.1-codex", ("-m", "gpt-5.1-codex")),
+                    )
                 ),
             ):
                 home = root / agent
