@@ -600,6 +600,15 @@ def test_head_on_the_proxy_answers_200_without_a_key(world: World, path: str) ->
     assert len(world.api.received) == before  # a check of ctxweb: the provider is not asked
 
 
+def test_head_on_the_proxy_still_checks_the_host(world: World) -> None:
+    request = urllib.request.Request(
+        f"{world.server.url}/proxy/anthropic", method="HEAD", headers={"Host": "evil.example"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 400
+
+
 @pytest.mark.parametrize("key", ["ctxweb-wrong-key", None], ids=["wrong key", "no key"])
 def test_claude_code_stops_at_once_with_ctxwebs_message_on_a_wrong_key(
     world: World, key: str | None
