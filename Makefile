@@ -18,8 +18,12 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 # The coding agents the tests run through the proxy (tests/ctxweb/proxy/test_agents.py): the
 # releases pinned in agents/package-lock.json, from the npm registry into agents/node_modules
 # (never globally). The stamp lives there too: removing node_modules installs them again.
+# Each ships its native binary as an optional dependency (Claude Code's postinstall copies it
+# in place, offline): the two --version calls fail the install when a binary did not land.
 agents/node_modules/.installed-agents: agents/package.json agents/package-lock.json
 	npm ci --prefix agents --no-audit --no-fund
+	agents/node_modules/.bin/claude --version
+	agents/node_modules/.bin/codex --version
 	touch $@
 
 install: $(VENV)/.installed-run
