@@ -756,6 +756,9 @@ def run_claude(
         ANTHROPIC_BASE_URL=base_url,
         ANTHROPIC_API_KEY=PROVIDER_KEY,
         ANTHROPIC_CUSTOM_HEADERS="\n".join(lines),
+        # Never update itself (from an npm install it would install globally); it changes
+        # nothing the CLI sends.
+        DISABLE_AUTOUPDATER="1",
     )
     return _run([str(CLAUDE), *args], workdir, env, timeout)
 
@@ -770,7 +773,7 @@ def codex_configure(home: Path, base_url: str, headers: Mapping[str, str]) -> Pa
         f"{json.dumps(name)} = {json.dumps(value)}" for name, value in headers.items()
     )
     (codex_home / "config.toml").write_text(
-        'model_provider = "ctxweb"\n\n'
+        'model_provider = "ctxweb"\ncheck_for_update_on_startup = false\n\n'
         "[model_providers.ctxweb]\n"
         'name = "OpenAI through ctxweb"\n'
         f"base_url = {json.dumps(base_url)}\n"
