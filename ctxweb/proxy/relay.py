@@ -237,14 +237,19 @@ def _record(*, window_headers: Sequence[tuple[str, str]] = (), **call: Any) -> N
     per call costs more than the recording), checked before use after an idle spell. The
     call's window is read from its body and ``window_headers`` there too, off the event loop."""
     global _recorder_used
-    call.update(_window(call["request_body"], window_headers))
-    if time.monotonic() - _recorder_used > RECORDER_IDLE_CHECK:
-        connection.close_if_unusable_or_obsolete()
-        if connection.connection is not None and not connection.is_usable():
-            connection.close()
     try:
+        call.update(_window(call["request_body"], window_headers))
+        if time.monotonic() - _recorder_used > RECORDER_IDLE_CHECK:
+            connection.close_if_unusable_or_obsolete()
+            if connection.connection is not None and not connection.is_usable():
+                connection.close()
         if proxy_record(**call) is None:
             connection.close()  # it failed: the next call starts on a fresh connection
+    except Exception:
+        # proxy_record keeps what it cannot read; anything else must not vanish in the
+        # executor's future, where nobody looks
+        logger.exception("proxy: the recorder failed on a %s call", call.get("format"))
+        connection.close()
     finally:
         _recorder_used = time.monotonic()
 

@@ -84,6 +84,8 @@ def fresh_process_memory() -> Iterator[None]:
     left in this memory can name the next test's session: ingestion checks it and takes the
     slow path (correct), but a test counting which path a turn took would count that too."""
     from ctxweb.contexts import services
+    from ctxweb.contexts.services import proxying
 
+    proxying.proxy_memory_clear()
     with services.as_another_process():
         yield

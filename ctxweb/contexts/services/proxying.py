@@ -35,6 +35,7 @@ from compaction.messages import (
     without_cache_markers,
 )
 from compaction.messages.model import Context, Message
+from compaction.regions import raw_region
 from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
 from ctxweb.contexts import selectors
@@ -78,6 +79,53 @@ def _joined(key_id: int, hashes: tuple[str, ...]) -> str | None:
     return best[1] if best else None
 
 
+#: What the main calls of a named session look like, by key and session: whether they send tool
+#: definitions, and their system prompt's identity. A call naming the session that does not
+#: extend it, sends no tools where its main calls do, and has another system prompt is a side
+#: call (a title, a commit message, a summary with a small model): it goes to ``<name>/side``.
+_MAIN: dict[tuple[int, str], tuple[bool, str]] = {}
+SIDE_SUFFIX = "/side"
+
+
+def _shape(context: Context) -> tuple[bool, str]:
+    tools = bool(context.tools) or any(
+        raw_region(part) == "tools" for message in context.messages for part in message.parts
+    )
+    return tools, message_identity(Message(role="system", parts=context.system))
+
+
+def _session_for(
+    key_id: int, session: str | None, hashes: tuple[str, ...], context: Context
+) -> str | None:
+    """The session a call goes to: the one it names (its side calls beside it, see
+    :data:`_MAIN`), else the recent conversation of the same key it extends, else None."""
+    if not session or session_id_problem(session) is not None:
+        return _joined(key_id, hashes)
+    with _LOCK:
+        main = _MAIN.get((key_id, session))
+        conversations = _MEMORY.get(key_id)
+        remembered = conversations.get(session) if conversations is not None else None
+    if main is None or (remembered is not None and _starts_with(hashes, remembered[0])):
+        return session
+    tools, system = _shape(context)
+    side = session + SIDE_SUFFIX
+    if main[0] and not tools and system != main[1] and session_id_problem(side) is None:
+        return side
+    return session
+
+
+def _remember_main(key_id: int, external_id: str, context: Context) -> None:
+    """Remember what the named session's main calls look like (the first call, until one that
+    sends tools)."""
+    shape = _shape(context)
+    with _LOCK:
+        known = _MAIN.get((key_id, external_id))
+        if known is None or (shape[0] and not known[0]):
+            _MAIN[(key_id, external_id)] = shape
+        while len(_MAIN) > 64 * RECENT_PER_KEY:
+            _MAIN.pop(next(iter(_MAIN)))
+
+
 def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
     with _LOCK:
         memory = _MEMORY.setdefault(key_id, OrderedDict())
@@ -85,6 +133,15 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
         memory.move_to_end(external_id)
         while len(memory) > RECENT_PER_KEY:
             memory.popitem(last=False)
+
+
+def proxy_memory_clear() -> None:
+    """Forget every conversation, named session and managed rewrite this process remembers, as a
+    new web process starts (tests start each so)."""
+    with _LOCK:
+        _MEMORY.clear()
+        _MAIN.clear()
+        _REWRITES.clear()
 
 
 # --- managed mode: an operator's compaction reaches the agent's next call -----------------------
@@ -143,8 +200,7 @@ def proxy_prepare(
     if context is None:
         return Prepared(body, session)
     hashes = tuple(message_identity(m) for m in context.messages)
-    external_id = session if session and session_id_problem(session) is None else None
-    external_id = external_id or _joined(key_id, hashes)
+    external_id = _session_for(key_id, session, hashes, context)
     prepared = Prepared(body, external_id, hashes)
     if not managed or external_id is None:
         return prepared
@@ -246,8 +302,7 @@ def proxy_record(
         context = parse(format, request)
         answer = provider_answer(format, response_body, streamed=streamed)
         hashes = tuple(message_identity(m) for m in context.messages)
-        external_id = session if session and session_id_problem(session) is None else None
-        external_id = external_id or _joined(key_id, hashes)
+        external_id = _session_for(key_id, session, hashes, context)
         if external_id is None:
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
             external_id = f"proxy-{stamp}-{secrets.token_hex(3)}"
@@ -269,6 +324,8 @@ def proxy_record(
             answered = ()
         following = (original or hashes) + answered
         _remember(key_id, external_id, following)
+        if session and external_id == session:
+            _remember_main(key_id, external_id, context)
         return external_id
     except Exception as error:
         failures += 1
@@ -296,4 +353,12 @@ def proxy_record(
         return None
 
 
-__all__ = ["SOURCE", "Prepared", "proxy_answer_finished", "proxy_prepare", "proxy_record"]
+__all__ = [
+    "SIDE_SUFFIX",
+    "SOURCE",
+    "Prepared",
+    "proxy_answer_finished",
+    "proxy_memory_clear",
+    "proxy_prepare",
+    "proxy_record",
+]

@@ -236,3 +236,43 @@ def test_an_applied_operation_reaches_the_next_call_with_tools_and_instructions(
     _, again = _call(world, fmt, request(7), answer(7), managed=True)
     assert [e["type"] for e in again.events] == ["managed"]
     assert len(again.body) < len(json.dumps(request(7))) / 2
+
+
+def _named(world: World, request: dict[str, Any], answer: bytes, session: str) -> str | None:
+    return proxying.proxy_record(
+        project=world.project,
+        key_id=7,
+        format="anthropic-messages",
+        request_body=json.dumps(request).encode(),
+        response_body=answer,
+        streamed=True,
+        session=session,
+    )
+
+
+TITLE = {
+    "model": "claude-haiku-4-5",
+    "max_tokens": 512,
+    "system": [_text("Generate a short title for this conversation.")],
+    "tools": [],
+    "messages": [{"role": "user", "content": "Fix the build."}],
+    "stream": True,
+}
+
+
+def test_side_calls_of_a_named_session_go_beside_it(world: World) -> None:
+    assert _named(world, _claude_request(0), _claude_answer(0), "my-task") == "my-task"
+    assert _named(world, TITLE, _claude_answer(9), "my-task") == "my-task" + proxying.SIDE_SUFFIX
+    assert _named(world, _claude_request(1), _claude_answer(1), "my-task") == "my-task"
+    # an agent's own compaction (same system prompt, the history replaced) stays in the session
+    compacted = _claude_request(0)
+    compacted["messages"][0]["content"] = [_text("Summary of the work so far.")]
+    assert _named(world, compacted, _claude_answer(2), "my-task") == "my-task"
+    assert Session.objects.get(project=world.project, external_id="my-task").turns.count() == 3
+
+
+def test_a_named_session_of_an_agent_without_tools_keeps_every_call(world: World) -> None:
+    plain = {**TITLE, "system": [_text("Act as an expert software developer.")]}
+    other = {**TITLE, "system": [_text("Write a commit message.")]}
+    for request in (plain, other, plain):
+        assert _named(world, request, _claude_answer(0), "aider-task") == "aider-task"
