@@ -161,7 +161,8 @@ def setup_snippets(base: str, project: str) -> list[dict[str, Any]]:
     )
     aider = (
         "# .aider.model.settings.yml (in your home folder, the repository or the current one)\n"
-        "- name: openai/gpt-4.1\n"
+        "# aider/extra_params applies to every model aider calls, keeping its own settings\n"
+        "- name: aider/extra_params\n"
         "  extra_params:\n"
         "    extra_headers:\n"
         "      X-Ctxweb-Key: <your ctxweb key>\n"

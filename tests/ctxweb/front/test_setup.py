@@ -140,7 +140,7 @@ def test_aider_gets_extra_headers_and_ctxwebs_base_url(blocks: dict[str, str]) -
     settings = yaml.safe_load(blocks["aider"].split("# then:")[0])
     assert settings == [
         {
-            "name": "openai/gpt-4.1",
+            "name": "aider/extra_params",
             "extra_params": {"extra_headers": {"X-Ctxweb-Key": "<your ctxweb key>"}},
         }
     ]
