@@ -83,7 +83,7 @@ test: install-dev
 	@if $(PY) -m tests.services "$(PROD_DATABASE_URL)" "$(PROD_REDIS_URL)"; then \
 	  echo "== production shape: PostgreSQL, channels-redis, Celery workers on Redis =="; \
 	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \
-	    $(PY) -m pytest tests/ctxweb -m "not browser" $(PYTEST_ARGS); \
+	    $(PY) -m pytest tests/ctxweb -m "not browser and not agents" $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \
 	  echo "production shape: services unreachable under CI=true"; exit 1; \
 	else \
