@@ -28,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.support.providers import anthropic_events
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "agents"
 CLAUDE = AGENTS / "node_modules" / ".bin" / "claude"
@@ -139,68 +141,16 @@ def _anthropic_usage(request: dict[str, Any]) -> dict[str, Any]:
 def _anthropic_events(
     request: dict[str, Any], content: list[dict[str, Any]], stop: str, n: int
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    usage = _anthropic_usage(request)
-    message = {
-        "id": f"msg_stand_in_{n}",
-        "type": "message",
-        "role": "assistant",
-        "model": request.get("model", "claude"),
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": usage,
-    }
-    yield "message_start", {"type": "message_start", "message": message}
-    yield "ping", {"type": "ping"}
-    for i, block in enumerate(content):
-        if block["type"] == "text":
-            yield (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": i,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
-            text = block["text"]
-            for s in range(0, len(text), 12):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": i,
-                        "delta": {"type": "text_delta", "text": text[s : s + 12]},
-                    },
-                )
-        else:
-            yield (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": i,
-                    "content_block": {**block, "input": {}},
-                },
-            )
-            raw = json.dumps(block["input"])
-            for s in range(0, len(raw), 10):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": i,
-                        "delta": {"type": "input_json_delta", "partial_json": raw[s : s + 10]},
-                    },
-                )
-        yield "content_block_stop", {"type": "content_block_stop", "index": i}
-    yield (
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {**usage, "output_tokens": 12},
-        },
+    return anthropic_events(
+        request,
+        content,
+        stop,
+        usage=_anthropic_usage(request),
+        output_tokens=12,
+        message_id=f"msg_stand_in_{n}",
+        ping=True,
+        repeat_usage=True,
     )
-    yield "message_stop", {"type": "message_stop"}
 
 
 # --- OpenAI Responses ---------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.providers import anthropic_events
+
 ROOT = Path(__file__).resolve().parents[2]
 OPENCODE = ROOT / "agents" / "opencode" / "node_modules" / ".bin" / "opencode"
 AIDER = ROOT / "agents" / "aider" / ".venv" / "bin" / "aider"
@@ -210,47 +212,17 @@ def _anthropic_usage(request: dict[str, Any]) -> dict[str, int]:
 def _anthropic_events(
     request: dict[str, Any], content: list[dict[str, Any]], stop: str
 ) -> Iterator[dict[str, Any]]:
-    """The stream Anthropic sends: the message's start, each block's start, deltas and stop,
-    then the stop reason with the usage, and the message's stop."""
+    """The stream Anthropic sends (:func:`tests.support.providers.anthropic_events`)."""
     usage = _anthropic_usage(request)
-    start = {
-        "id": "msg_a",
-        "type": "message",
-        "role": "assistant",
-        "model": request.get("model"),
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {**usage, "output_tokens": 1},
-    }
-    yield {"type": "message_start", "message": start}
-    for i, block in enumerate(content):
-        if block["type"] == "text":
-            yield {
-                "type": "content_block_start",
-                "index": i,
-                "content_block": {"type": "text", "text": ""},
-            }
-            for at in range(0, len(block["text"]), 24):
-                delta = {"type": "text_delta", "text": block["text"][at : at + 24]}
-                yield {"type": "content_block_delta", "index": i, "delta": delta}
-        else:
-            yield {
-                "type": "content_block_start",
-                "index": i,
-                "content_block": {**block, "input": {}},
-            }
-            raw = json.dumps(block["input"], separators=(",", ":"))
-            for at in range(0, len(raw), 16):
-                delta = {"type": "input_json_delta", "partial_json": raw[at : at + 16]}
-                yield {"type": "content_block_delta", "index": i, "delta": delta}
-        yield {"type": "content_block_stop", "index": i}
-    yield {
-        "type": "message_delta",
-        "delta": {"stop_reason": stop, "stop_sequence": None},
-        "usage": {"output_tokens": usage["output_tokens"]},
-    }
-    yield {"type": "message_stop"}
+    for _, event in anthropic_events(
+        request,
+        content,
+        stop,
+        usage={**usage, "output_tokens": 1},
+        output_tokens=usage["output_tokens"],
+        message_id="msg_a",
+    ):
+        yield event
 
 
 def _handler(state: ChatStandIn) -> type[BaseHTTPRequestHandler]:

@@ -122,70 +122,69 @@ def _anthropic_content(reply: Any, n: int) -> tuple[list[dict[str, Any]], str]:
     return [{"type": "text", "text": reply}], "end_turn"
 
 
-def _anthropic_events(
-    request: dict[str, Any], content: list[dict[str, Any]], stop: str
+def anthropic_events(
+    request: dict[str, Any],
+    content: list[dict[str, Any]],
+    stop: str,
+    *,
+    usage: dict[str, Any] | None = None,
+    output_tokens: int = 7,
+    message_id: str = "msg_s",
+    ping: bool = False,
+    repeat_usage: bool = False,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    usage = {
-        "input_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
-        "output_tokens": 1,
-    }
+    """The stream Anthropic sends for ``content`` (text and tool_use blocks), as (event, data):
+    the message's start (``usage``, by default a quarter of the messages' JSON), each block's
+    start, its deltas in small pieces and its stop, the stop reason with ``output_tokens``, and
+    the message's stop (with the start's usage again when ``repeat_usage``, as Anthropic's newer
+    streams do). Every stand-in that speaks Messages streams with it."""
+    if usage is None:
+        usage = {
+            "input_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
+            "output_tokens": 1,
+        }
     start = {
-        "id": "msg_s",
+        "id": message_id,
         "type": "message",
         "role": "assistant",
-        "model": request["model"],
+        "model": request.get("model", "claude"),
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
         "usage": usage,
     }
     yield "message_start", {"type": "message_start", "message": start}
+    if ping:
+        yield "ping", {"type": "ping"}
     for i, block in enumerate(content):
         if block["type"] == "text":
-            yield (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": i,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
-            text = block["text"]
-            for s in range(0, len(text), 5):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": i,
-                        "delta": {"type": "text_delta", "text": text[s : s + 5]},
-                    },
-                )
+            first = {"type": "text", "text": ""}
+            pieces = [
+                ("text_delta", "text", block["text"][s : s + 8])
+                for s in range(0, len(block["text"]), 8)
+            ]
         else:
-            yield (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": i,
-                    "content_block": {**block, "input": {}},
-                },
-            )
+            first = {**block, "input": {}}
             raw = json.dumps(block["input"])
-            for s in range(0, len(raw), 6):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": i,
-                        "delta": {"type": "input_json_delta", "partial_json": raw[s : s + 6]},
-                    },
-                )
+            pieces = [
+                ("input_json_delta", "partial_json", raw[s : s + 8]) for s in range(0, len(raw), 8)
+            ]
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": i, "content_block": first},
+        )
+        for kind, key, piece in pieces:
+            yield (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": i, "delta": {"type": kind, key: piece}},
+            )
         yield "content_block_stop", {"type": "content_block_stop", "index": i}
     yield (
         "message_delta",
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": 7},
+            "usage": {**(usage if repeat_usage else {}), "output_tokens": output_tokens},
         },
     )
     yield "message_stop", {"type": "message_stop"}
@@ -270,7 +269,7 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for name, event in _anthropic_events(request, content, stop):
+                for name, event in anthropic_events(request, content, stop):
                     self._chunk(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
                 self._end()
                 return
