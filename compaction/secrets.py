@@ -3,12 +3,22 @@
 The rules are ported from gitleaks' default rule set (``config/gitleaks.toml``, MIT licence,
 github.com/gitleaks/gitleaks): AWS access keys, GitHub, GitLab, Slack, Stripe, Google, Hugging
 Face and npm tokens, OpenAI and Anthropic API keys, private key blocks and JWTs, with gitleaks' own
-ids as kinds. Three rules are ctxweb's own, for what agents' contexts hold and gitleaks leaves to
+ids as kinds. Four rules are ctxweb's own, for what agents' contexts hold and gitleaks leaves to
 its generic rule: ``authorization-header`` (the credential after ``Authorization: Bearer|Basic|
 Token``, or after an ``x-api-key`` header), ``aws-secret-access-key`` (the 40 characters after an
-``aws_secret_access_key`` name) and ``openai-project-key`` (``sk-proj-`` keys without gitleaks'
-``T3BlbkFJ`` marker). Each rule runs only when one of its keywords is in the text, as gitleaks
-does, so a text without any costs one lower-cased copy and a substring search per keyword.
+``aws_secret_access_key`` name), ``openai-project-key`` (``sk-proj-`` keys without gitleaks'
+``T3BlbkFJ`` marker) and ``uri-password``: the password of a URI's credentials
+(``postgres://admin:<password>@host/db``, ``amqp://``, ``redis://:<password>@``, ``https://``),
+the password only, so the mask keeps the scheme, user and host readable; a URI without a
+password, or whose password is a mask already or a ``${VARIABLE}``, is no finding. Each rule runs
+only when one of its keywords is in the text, as gitleaks does, so a text without any costs one
+lower-cased copy and a substring search per keyword.
+
+Messages are scanned in every text a caller wrote: text, reasoning, tool-call arguments, tool
+results, a media part's URL, and every string of their ``extra`` (the keys a format carries that
+the model has no field for, an item kept verbatim); any other JSON value (a request's options,
+tool definitions, a response) is scanned string by string with :func:`scan_value` and masked with
+:func:`mask_value`. Object keys are names, not values, and are not scanned; nor is media data.
 
 A :class:`Finding` says what was found (``kind``, ``message``) and where: the part's ``field``
 (``parts.2.content.0.text``) and ``start``/``end`` offsets in that text. :func:`mask_message`
@@ -26,11 +36,22 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from compaction.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from compaction.messages import (
+    MediaPart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from compaction.messages._common import RAW, RAW_VALUE, raw_of, raw_value_of
 
 __all__ = [
     "RULES",
@@ -40,9 +61,11 @@ __all__ = [
     "mask_message",
     "mask_parts",
     "mask_text",
+    "mask_value",
     "scan_message",
     "scan_parts",
     "scan_text",
+    "scan_value",
 ]
 
 
@@ -81,7 +104,7 @@ def _rule(kind: str, message: str, pattern: str, *keywords: str, group: int = 0)
     return Rule(kind, message, re.compile(pattern), tuple(k.lower() for k in keywords), group)
 
 
-#: gitleaks' rules (kind = gitleaks id), then ctxweb's own three, in the order they are tried.
+#: gitleaks' rules (kind = gitleaks id), then ctxweb's own, in the order they are tried.
 RULES: tuple[Rule, ...] = (
     _rule(
         "private-key",
@@ -204,6 +227,19 @@ RULES: tuple[Rule, ...] = (
         "-key",
         group=1,
     ),
+    _rule(
+        "uri-password",
+        "Password in a URI's credentials",
+        # scheme://user:password@host, the slashes maybe JSON-escaped; user and password stop at
+        # what ends a URI's authority (and at quotes, so a mask never splits a JSON string), so
+        # each character is read by one attempt at most: linear in the text. Not a finding: a
+        # password that is a mask already or a variable (``${DB_PASSWORD}``, ``$PASSWORD``).
+        r":(?:\\?/){2}[^\s:/?#@'\"\\<>]{0,256}:"
+        r"(?!\[SECRET:|\$\{[^}@\s]*\}@|\$[A-Za-z_]\w*@)([^\s/?#@'\"<>]{1,256})@[^\s/?#@'\"<>]",
+        "://",
+        ":\\/\\/",
+        group=1,
+    ),
 )
 
 
@@ -260,6 +296,82 @@ def _masked(text: str, findings: Sequence[Finding]) -> tuple[str, list[Finding]]
     return "".join(pieces), moved
 
 
+def _strings(value: object, field: str) -> list[tuple[str, str]]:
+    """Every string of a JSON ``value`` (not object keys), with its field path."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[str, object]] = [(field, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            found.append((path, item))
+        elif isinstance(item, Mapping):
+            stack += [(_join(path, str(k)), v) for k, v in reversed(list(item.items()))]
+        elif isinstance(item, list | tuple):
+            stack += [(_join(path, str(i)), v) for i, v in reversed(list(enumerate(item)))]
+    return found
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def scan_value(value: object, field: str = "") -> list[Finding]:
+    """The secrets in every string of a JSON ``value`` (a request's options, tool definitions,
+    a response), each with its path under ``field`` (``metadata.note``, ``0.description``).
+
+    >>> [(f.kind, f.field) for f in scan_value({"db": ["postgres://app:pw@db/app"]}, "request")]
+    [('uri-password', 'request.db.0')]
+    """
+    found: list[Finding] = []
+    for path, text in _strings(value, field):
+        found += findings_in(text, path)
+    return found
+
+
+def mask_value(value: Any, field: str = "") -> tuple[Any, list[Finding]]:
+    """``value`` with every secret in its strings masked (lists and objects copied where they
+    hold one, shared where not), and the findings at the masks' offsets.
+
+    >>> mask_value({"url": "redis://:hunter2@cache:6379"})[0]
+    {'url': 'redis://:[SECRET:uri-password]@cache:6379'}
+    """
+    out: list[Finding] = []
+    return _mask_value(value, field, out), out
+
+
+def _mask_value(value: Any, field: str, out: list[Finding]) -> Any:
+    if isinstance(value, str):
+        found = findings_in(value, field)
+        if not found:
+            return value
+        text, moved = _masked(value, found)
+        out += moved
+        return text
+    if isinstance(value, Mapping):
+        items = {k: _mask_value(v, _join(field, str(k)), out) for k, v in value.items()}
+        if all(items[k] is value[k] for k in items):
+            return value
+        return items
+    if isinstance(value, list | tuple):
+        masked = [_mask_value(v, _join(field, str(i)), out) for i, v in enumerate(value)]
+        if all(a is b for a, b in zip(masked, value, strict=True)):
+            return value
+        return type(value)(masked) if isinstance(value, tuple) else masked
+    return value
+
+
+def _mirrored(part: Part) -> str | None:
+    """The ``extra`` key of a verbatim item whose JSON is the part's text (scanned and masked
+    there, then read back from it), else None."""
+    if not isinstance(part, TextPart):
+        return None
+    if raw_of(part) is not None:
+        return RAW
+    if raw_value_of(part)[0]:
+        return RAW_VALUE
+    return None
+
+
 def _texts(parts: Sequence[Part], prefix: str) -> list[tuple[str, str]]:
     """Every scanned text of ``parts``, with its field path."""
     texts: list[tuple[str, str]] = []
@@ -270,12 +382,19 @@ def _texts(parts: Sequence[Part], prefix: str) -> list[tuple[str, str]]:
             texts.append((f"{prefix}{at}.arguments", part.arguments))
         elif isinstance(part, ToolResultPart):
             texts += _texts(part.content, f"{prefix}{at}.content.")
+        elif isinstance(part, MediaPart) and part.url is not None:
+            texts.append((f"{prefix}{at}.url", part.url))
+        if part.extra:
+            mirrored = _mirrored(part)
+            extra = {k: v for k, v in part.extra.items() if k != mirrored}
+            texts += _strings(extra, f"{prefix}{at}.extra")
     return texts
 
 
 def scan_parts(parts: Sequence[Part]) -> list[Finding]:
-    """The secrets in the texts of ``parts`` (text, reasoning, tool-call arguments and the text
-    of tool results; media is never read), each with its ``field``."""
+    """The secrets in the texts of ``parts`` (text, reasoning, tool-call arguments, the text
+    of tool results, media URLs and the strings of each part's ``extra``; media data is never
+    read), each with its ``field``."""
     found: list[Finding] = []
     for field, text in _texts(parts, "parts."):
         found += findings_in(text, field)
@@ -283,8 +402,35 @@ def scan_parts(parts: Sequence[Part]) -> list[Finding]:
 
 
 def scan_message(message: Message) -> list[Finding]:
-    """The secrets in ``message`` (see :func:`scan_parts`)."""
-    return scan_parts(message.parts)
+    """The secrets in ``message``: its parts (see :func:`scan_parts`) and the strings of its
+    ``extra`` (field ``extra.<key>``)."""
+    return scan_parts(message.parts) + scan_value(dict(message.extra), "extra")
+
+
+def _masked_at(
+    text: str, field: str, by_field: dict[str, list[Finding]], out: list[Finding]
+) -> str:
+    if field not in by_field:
+        return text
+    masked, moved = _masked(text, by_field[field])
+    out += moved
+    return masked
+
+
+def _masked_extra(
+    extra: Mapping[str, Any], field: str, by_field: dict[str, list[Finding]], out: list[Finding]
+) -> Mapping[str, Any]:
+    """``extra`` with its strings masked where ``by_field`` found secrets (rescanned there: a key
+    holding a dot could make two strings share a path)."""
+    if not any(f == field or f.startswith(field + ".") for f in by_field):
+        return extra
+    return dict(extra) | {
+        k: _mask_value(v, _join(field, str(k)), out)
+        for k, v in extra.items()
+        if any(
+            f == _join(field, str(k)) or f.startswith(_join(field, str(k)) + ".") for f in by_field
+        )
+    }
 
 
 def _mask_parts(
@@ -292,21 +438,33 @@ def _mask_parts(
 ) -> tuple[Part, ...]:
     masked: list[Part] = []
     for at, part in enumerate(parts):
+        mirrored = _mirrored(part)
         if isinstance(part, TextPart | ReasoningPart):
-            field = f"{prefix}{at}.text"
-            if field in by_field:
-                text, moved = _masked(part.text, by_field[field])
-                out += moved
-                part = dataclasses.replace(part, text=text)
+            part = dataclasses.replace(
+                part, text=_masked_at(part.text, f"{prefix}{at}.text", by_field, out)
+            )
         elif isinstance(part, ToolCallPart):
             field = f"{prefix}{at}.arguments"
-            if field in by_field:
-                text, moved = _masked(part.arguments, by_field[field])
-                out += moved
-                part = dataclasses.replace(part, arguments=text)
+            part = dataclasses.replace(
+                part, arguments=_masked_at(part.arguments, field, by_field, out)
+            )
         elif isinstance(part, ToolResultPart):
             content = _mask_parts(part.content, f"{prefix}{at}.content.", by_field, out)
             part = dataclasses.replace(part, content=content)
+        elif isinstance(part, MediaPart) and part.url is not None:
+            part = dataclasses.replace(
+                part, url=_masked_at(part.url, f"{prefix}{at}.url", by_field, out)
+            )
+        if part.extra:
+            extra = dict(_masked_extra(part.extra, f"{prefix}{at}.extra", by_field, out))
+            if mirrored is not None and isinstance(part, TextPart):
+                # The verbatim item is its text's JSON: it is read back from the masked text, so
+                # it stays what the text says (and renders verbatim, masked).
+                try:
+                    extra[mirrored] = json.loads(part.text)
+                except ValueError:
+                    del extra[mirrored]  # the text alone stands for it
+            part = dataclasses.replace(part, extra=extra)
         masked.append(part)
     return tuple(masked)
 
@@ -326,9 +484,15 @@ def mask_message(message: Message, findings: Sequence[Finding]) -> tuple[Message
     """``message`` with each of its ``findings`` replaced by ``[SECRET:<kind>]``, and the
     findings moved to the masks' offsets in the masked texts.
 
-    A JSON tool-call argument stays JSON: the mask holds no quote or backslash.
+    A JSON tool-call argument stays JSON: the mask holds no quote or backslash. A verbatim item
+    whose text is masked is masked alike, so that it still renders as sent, but for the masks.
     """
     if not findings:
         return message, []
-    parts, moved = mask_parts(message.parts, findings)
-    return dataclasses.replace(message, parts=parts), moved
+    by_field: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_field.setdefault(finding.field, []).append(finding)
+    out: list[Finding] = []
+    parts = _mask_parts(message.parts, "parts.", by_field, out)
+    extra = _masked_extra(message.extra, "extra", by_field, out)
+    return dataclasses.replace(message, parts=parts, extra=extra), out

@@ -8,7 +8,14 @@ import json
 import pytest
 
 from compaction.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from compaction.secrets import findings_in, mask_message, mask_text, scan_message
+from compaction.secrets import (
+    findings_in,
+    mask_message,
+    mask_text,
+    mask_value,
+    scan_message,
+    scan_value,
+)
 from tests.support.hangs import hang_detector
 from tests.support.secrets import (
     AUTHORIZATION_HEADER,
@@ -125,3 +132,108 @@ def test_two_megabytes_of_header_like_text_are_scanned_in_linear_time(unit: str)
     assert starts == sorted(starts)
     assert all(a.end <= b.start for a, b in itertools.pairwise(found))
     assert len(masked) <= len(text) + 40 * len(found)
+
+
+@pytest.mark.parametrize(
+    ("text", "password"),
+    [
+        ("DATABASE_URL=postgres://admin:pw@host/db", "pw"),
+        ("broker: amqp://u:p@h", "p"),
+        ("cache at redis://:pw@h:6379/0", "pw"),
+        ("clone https://u:p@h/repo.git", "p"),
+        ('{"url": "mysql:\\/\\/root:s3cr%40t@db"}', "s3cr%40t"),
+    ],
+)
+def test_the_password_of_a_uri_is_found_and_masked_alone(text: str, password: str) -> None:
+    [finding] = findings_in(text)
+    assert (finding.kind, text[finding.start : finding.end]) == ("uri-password", password)
+    masked = mask_text(text, [finding])
+    assert "[SECRET:uri-password]@" in masked
+    assert masked.split("[SECRET:")[0] == text[: finding.start], "scheme and user stay readable"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://example.com/path?q=1",
+        "ssh://git@github.com:22/org/repo.git",
+        "https://user@host/x",
+        "http://host:8080/a@b",
+        "https://h/?next=a:b@c",
+        "file:///etc/passwd",
+        "postgres://app:${DB_PASSWORD}@db/app",
+        "postgres://app:$PGPASSWORD@db/app",
+        "postgres://app:[SECRET:uri-password]@db/app",
+    ],
+)
+def test_a_uri_without_a_password_is_not_flagged(text: str) -> None:
+    assert findings_in(text) == []
+
+
+@pytest.mark.parametrize("unit", ["://a:", "://a:bbbbbbbbbbbbbbbbbbbb", ":\\/\\/:x", "://:"])
+def test_two_megabytes_of_uri_like_text_are_scanned_in_linear_time(unit: str) -> None:
+    text = (unit * (2_000_000 // len(unit) + 1))[:2_000_000]
+    with hang_detector(30, "scanning 2 MB of URI-like text"):
+        assert findings_in(text) == []
+
+
+def test_every_string_of_a_json_value_is_scanned_with_its_path_and_masked() -> None:
+    value = {
+        "user": FAKES["github-pat"],
+        "metadata": {"tags": ["ok", "redis://:pw@cache"]},
+        "n": 3,
+        "flag": True,
+    }
+    found = scan_value(value, "request")
+    assert [(f.kind, f.field) for f in found] == [
+        ("github-pat", "request.user"),
+        ("uri-password", "request.metadata.tags.1"),
+    ]
+    masked, moved = mask_value(value, "request")
+    assert masked == {
+        "user": "[SECRET:github-pat]",
+        "metadata": {"tags": ["ok", "redis://:[SECRET:uri-password]@cache"]},
+        "n": 3,
+        "flag": True,
+    }
+    assert [(f.field, f.start, f.end) for f in moved] == [
+        ("request.user", 0, 19),
+        ("request.metadata.tags.1", 9, 30),
+    ]
+    assert value["user"] == FAKES["github-pat"], "the value given is not changed"
+    clean = {"a": ["b"]}
+    assert mask_value(clean) == (clean, [])
+
+
+def test_a_message_is_scanned_in_its_extra_its_media_urls_and_its_verbatim_items() -> None:
+    from compaction.messages import MediaPart
+    from compaction.messages._common import RAW, raw_part
+
+    item = {"type": "mcp_list_tools", "server": "db", "url": "postgres://app:pw@db/app"}
+    message = Message(
+        "user",
+        (
+            TextPart("see", extra={"citations": [{"cited_text": FAKES["github-pat"]}]}),
+            MediaPart("image", url="https://u:p@img.example/x.png"),
+            raw_part(item, "input.0"),
+        ),
+        extra={"metadata": {"token": FAKES["aws-access-token"]}},
+    )
+    found = scan_message(message)
+    assert [(f.kind, f.field) for f in found] == [
+        ("github-pat", "parts.0.extra.citations.0.cited_text"),
+        ("uri-password", "parts.1.url"),
+        ("uri-password", "parts.2.text"),
+        ("aws-access-token", "extra.metadata.token"),
+    ]
+    masked, moved = mask_message(message, found)
+    assert len(moved) == 4
+    text = json.dumps(masked.extra) + json.dumps([p.extra for p in masked.parts])
+    assert FAKES["github-pat"] not in text
+    assert FAKES["aws-access-token"] not in text
+    assert "app:pw@" not in text, "the verbatim item is masked as its text is"
+    assert masked.parts[1].url == "https://u:[SECRET:uri-password]@img.example/x.png"  # type: ignore[union-attr]
+    assert masked.parts[2].extra[RAW] == {
+        **item,
+        "url": "postgres://app:[SECRET:uri-password]@db/app",
+    }
