@@ -101,6 +101,11 @@ class ToolSet(models.Model):
     hash = models.CharField(max_length=64)
     data = models.JSONField()
     counts = models.JSONField(default=dict, help_text="encoding -> tokens")
+    secrets = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="secrets in the definitions: kind, message, field (tools.<n>...), start, end",
+    )
 
     class Meta:
         constraints = [

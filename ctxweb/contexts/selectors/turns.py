@@ -292,6 +292,9 @@ def turn_detail(*, turn: Turn, messages: list[dict[str, Any]] | None = None) -> 
     tools = None
     if turn.toolset is not None:
         tools = {"tokens": turn.toolset.counts.get(encoding, 0), "tools": turn.toolset.data}
+        secrets += [{**s, "position": None} for s in turn.toolset.secrets]
+    # The call's own: its options' and its response's, recorded with the turn.
+    secrets += [s for s in turn.secrets if s.get("field", "").startswith(("request", "response"))]
     return {
         "session": session.external_id,
         "index": turn.index,

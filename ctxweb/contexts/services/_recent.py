@@ -47,6 +47,11 @@ class _Recent:
     #: one (behind round robin): the next turn's messages are then looked up before they are
     #: counted, most of them being stored already.
     shared: bool = False
+    #: The request's options as sent, as stored (masked when the project masks secrets) and
+    #: the secrets found in them: a next turn sending the same options reuses them unscanned.
+    extra: Mapping[str, Any] | None = None
+    extra_stored: Mapping[str, Any] | None = None
+    extra_secrets: list[dict[str, Any]] | None = None
 
 
 #: Sessions' latest turns as this process stored them (a bounded LRU), by project id and external

@@ -1,9 +1,10 @@
 """The one place new content is scanned for secrets (:mod:`compaction.secrets`), called where a
-new message row is made: a message already stored is never scanned again.
+new message or tool set row is made (a row already stored is never scanned again) and for each
+turn's request options and response.
 
-With the project's ``mask_secrets`` on, the message is masked before it is counted and stored, so
-its counts are those of what is stored; its hash stays the hash of what was sent, so the next turn
-that sends it again finds the row.
+With the project's ``mask_secrets`` on, the content is masked before it is counted and stored, so
+its counts are those of what is stored; a row's hash stays the hash of what was sent, so the next
+turn that sends it again finds the row.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from compaction.messages import Message as LibMessage
-from compaction.secrets import mask_message, scan_message
+from compaction.secrets import mask_message, mask_value, scan_message, scan_value
 
 
 def message_scanned(message: LibMessage, *, mask: bool) -> tuple[LibMessage, list[dict[str, Any]]]:
@@ -23,3 +24,14 @@ def message_scanned(message: LibMessage, *, mask: bool) -> tuple[LibMessage, lis
     if mask:
         message, found = mask_message(message, found)
     return message, [f.as_dict() for f in found]
+
+
+def value_scanned(value: Any, *, field: str, mask: bool) -> tuple[Any, list[dict[str, Any]]]:
+    """A JSON ``value`` (a request's options, tool definitions, a response) as it is to be
+    stored (masked if ``mask`` and it holds secrets) and what was found in it, each finding's
+    ``field`` its path under ``field`` (``request.metadata.note``, ``tools.0.description``)."""
+    if mask:
+        value, found = mask_value(value, field)
+    else:
+        found = scan_value(value, field)
+    return value, [f.as_dict() for f in found]

@@ -28,6 +28,7 @@ from ctxweb.contexts.services._canonical import (
     _check_text,
     _same_body,
     _same_content,
+    _typed_equal,
 )
 from ctxweb.contexts.services._recent import (
     _Recent,
@@ -36,6 +37,7 @@ from ctxweb.contexts.services._recent import (
     _recent_put,
     _recent_valid,
 )
+from ctxweb.contexts.services._secrets import value_scanned
 from ctxweb.contexts.services._sessions import Then, _session_for_turn
 from ctxweb.contexts.services._sql import (
     _insert_rows_sql,
@@ -370,6 +372,41 @@ def turn_ingest(
             recent is not None and (recent.system_row is None or recent.system_row.pk != system_pk)
         )
         secrets = _new_secrets(stored.flagged, ids, previous_ids, system if system_is_new else None)
+        toolset_is_new = previous is None or (
+            recent is not None
+            and (recent.toolset is None or toolset is None or recent.toolset.pk != toolset.pk)
+        )
+        if toolset is not None and toolset.secrets and toolset_is_new:
+            secrets += [{**s, "position": None} for s in toolset.secrets]
+        # The request's options (``user``, ``metadata``, every other top-level key) and the
+        # response are scanned (and masked) on every turn; the options the previous turn sent
+        # are reused as this process stored them. Their secrets are listed on the turn; those
+        # of options count in the session's total when they are new to it, as a system
+        # prompt's do, and a response's not at all (the next turn's assistant message holds
+        # them again, and counts them then).
+        options = dict(context.extra)
+        _check_text(options, "request")
+        if (
+            recent is not None
+            and recent.extra is not None
+            and recent.extra_stored is not None
+            and _typed_equal(recent.extra, options)
+        ):
+            extra, option_secrets = dict(recent.extra_stored), list(recent.extra_secrets or ())
+            options_are_new = False
+        else:
+            extra, option_secrets = value_scanned(
+                options, field="request", mask=project.mask_secrets
+            )
+            options_are_new = previous is None or recent is not None
+        response_secrets: list[dict[str, Any]] = []
+        if response is not None:
+            _check_text(response, "response")
+            response, response_secrets = value_scanned(
+                response, field="response", mask=project.mask_secrets
+            )
+        counted_secrets = len(secrets) + (len(option_secrets) if options_are_new else 0)
+        secrets += [{**s, "position": None} for s in (*option_secrets, *response_secrets)]
         turn_events = [dict(e) for e in events]
         applied, applied_event = (
             selectors.turn_operation_event(
@@ -415,10 +452,6 @@ def turn_ingest(
             Session.objects.filter(pk=session.pk).update(
                 context_window=window, context_window_source="request"
             )
-        extra = dict(context.extra)
-        _check_text(extra, "request")
-        if response is not None:
-            _check_text(response, "response")
         turn = Turn(
             session=session,
             index=index,
@@ -451,7 +484,7 @@ def turn_ingest(
         session.last_fill = total / usable
         session.last_activity_at = timezone.now()
         session.compaction_count += sum(1 for e in turn_events if e.get("type") == "compaction")
-        session.secret_count += len(secrets)
+        session.secret_count += counted_secrets
         if context.max_output_tokens:
             session.output_reserve = context.max_output_tokens
         _turn_insert(turn, session)
@@ -472,6 +505,9 @@ def turn_ingest(
                 tools=tools,
                 toolset=toolset,
                 shared=earlier is not None,
+                extra=options,
+                extra_stored=extra,
+                extra_secrets=option_secrets,
             ),
         )
         transaction.on_commit(lambda: live_events.turn_created(turn))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.messages import Context, message_to_dict
+from compaction.messages import Context, ToolDefinition, message_to_dict
 from compaction.messages import Message as LibMessage
 from compaction.messages.incremental import identical_prefix
 from compaction.regions import message_regions, sum_regions, system_regions
@@ -23,7 +23,7 @@ from ctxweb.contexts.services._canonical import (
     _same_message,
 )
 from ctxweb.contexts.services._recent import _Recent
-from ctxweb.contexts.services._secrets import message_scanned
+from ctxweb.contexts.services._secrets import message_scanned, value_scanned
 from ctxweb.contexts.services._sql import _insert_rows, _saved
 from ctxweb.contexts.services.counting import counter_for
 
@@ -326,10 +326,29 @@ def toolset_row(*, project: Project, context: Context, encoding: str) -> ToolSet
     row = ToolSet.objects.filter(project=project, hash=digest).first()
     if row is None:
         _check_text(data, "tools")
+        # Scanned once, here, like a message: masked, the row holds (and counts) the masks; its
+        # hash stays that of what was sent, so the next turn sending the same tools finds it.
+        data, secrets = value_scanned(data, field="tools", mask=project.mask_secrets)
         row, _ = ToolSet.objects.get_or_create(
-            project=project, hash=digest, defaults={"data": data, "counts": {}}
+            project=project,
+            hash=digest,
+            defaults={"data": data, "counts": {}, "secrets": secrets},
         )
     if encoding not in row.counts:
-        row.counts = {**row.counts, encoding: counter_for(encoding).count_tools(context.tools)}
+        tools = context.tools if not (row.secrets and project.mask_secrets) else _tools(row.data)
+        row.counts = {**row.counts, encoding: counter_for(encoding).count_tools(tools)}
         row.save(update_fields=["counts"])
     return row
+
+
+def _tools(data: list[dict[str, Any]]) -> tuple[ToolDefinition, ...]:
+    """The tool definitions a tool set row holds."""
+    return tuple(
+        ToolDefinition(
+            name=t["name"],
+            description=t.get("description", ""),
+            parameters=t.get("parameters", {}),
+            extra=t.get("extra", {}),
+        )
+        for t in data
+    )
