@@ -15,10 +15,10 @@ django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_guards  # noqa: E402
+from ctxweb.origins import OriginValidator  # noqa: E402
 from ctxweb.proxy.app import ProxyApplication  # noqa: E402
 from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication  # noqa: E402
 
@@ -35,9 +35,8 @@ if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
 application = ProtocolTypeRouter(
     {
         "http": BodyLimitASGIMiddleware(ProxyApplication(ThreadedDjangoApplication())),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Only from the pages' exact origins (CTXWEB_ALLOWED_ORIGINS).
+        "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 

@@ -498,14 +498,6 @@ class PageRateLimitMiddleware:
         return None
 
 
-def client_address(request: Any) -> str | None:
-    """The address a login attempt counts against: the connection's (daphne puts the client's
-    there from ``X-Forwarded-For`` when started with ``--proxy-headers``), never a header a
-    client could set itself."""
-    address = request.META.get("REMOTE_ADDR")
-    return str(address) if address else None
-
-
 #: The longest username django-axes stores (its column's length).
 LOGIN_USERNAME_MAX = 255
 

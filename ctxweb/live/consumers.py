@@ -1,7 +1,7 @@
 """The session WebSocket: a logged-in member hears the session's live events.
 
 Membership is checked on connect (an unknown session or a non-member closes with 4404, the
-socket's "not found"); the origin is checked by ``AllowedHostsOriginValidator`` in
+socket's "not found"); the origin is checked by ``ctxweb.origins.OriginValidator`` in
 :mod:`ctxweb.asgi`. The ORM is reached only through selectors wrapped for async.
 
 A page names its project (``?project=<id>``): the socket then watches that project's session of

@@ -14,6 +14,7 @@ import dj_database_url
 import django_stubs_ext
 
 from ctxweb.datadir import BASE_DIR, data_dir, secret_key
+from ctxweb.origins import parse_origins
 from ctxweb.ratelimit import parse_rate
 
 # Lets classes like ModelAdmin[Project] be subscripted at run time, as the type stubs expect.
@@ -50,7 +51,19 @@ def envlist(name: str, default: str) -> list[str]:
 DATA_DIR = data_dir()
 SECRET_KEY = secret_key(DATA_DIR)
 DEBUG = envbool("DEBUG", False)
-ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# The pages' origins, exact (scheme://host[:port]): a WebSocket opens only from one of them
+# (ctxweb.origins). By default those `make run` serves; behind a proxy, the public one(s), such as
+# https://ctxweb.example.com.
+_PORT = os.environ.get("PORT") or "8000"
+CTXWEB_ALLOWED_ORIGINS = envlist(
+    "CTXWEB_ALLOWED_ORIGINS", f"http://127.0.0.1:{_PORT},http://localhost:{_PORT}"
+)
+parse_origins(CTXWEB_ALLOWED_ORIGINS)
+# The reverse proxies in front of every web process (ctxweb.addresses): 0, clients connect
+# directly and X-Forwarded-For is ignored; N, the client is X-Forwarded-For's N-th entry from the
+# right (each proxy appends the address it saw; entries left of it are the client's own).
+CTXWEB_PROXY_COUNT = envint("CTXWEB_PROXY_COUNT", 0)
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -133,23 +146,29 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Password guessing (django-axes): after CTXWEB_LOGIN_FAILURE_LIMIT wrong passwords for one
-# username, or from one client address, further attempts are refused for
-# CTXWEB_LOGIN_LOCKOUT_MINUTES without checking the password (429 and a page saying so). An admin
-# lifts a lockout by deleting its "access attempt" in the admin, or with `manage.py axes_reset`.
+# Password guessing (django-axes, ctxweb.accounts.lockout): after CTXWEB_LOGIN_FAILURE_LIMIT wrong
+# passwords for one username from one client address, that username is refused from that address
+# for CTXWEB_LOGIN_LOCKOUT_MINUTES without checking the password (429 and a page saying so); from
+# another address it logs in: a stranger cannot lock the owner out. After
+# CTXWEB_LOGIN_ADDRESS_FAILURE_LIMIT wrong passwords from one address, whatever the usernames,
+# every login from it is refused so (a spray of usernames). An admin lifts a lockout by deleting
+# its "access attempt" in the admin, or with `manage.py axes_reset`.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = envint("CTXWEB_LOGIN_FAILURE_LIMIT", 10)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+CTXWEB_LOGIN_ADDRESS_FAILURE_LIMIT = envint(
+    "CTXWEB_LOGIN_ADDRESS_FAILURE_LIMIT", 3 * AXES_FAILURE_LIMIT
+)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "ctxweb.accounts.lockout.LoginLockoutHandler"
 AXES_COOLOFF_TIME = envfloat("CTXWEB_LOGIN_LOCKOUT_MINUTES", 15.0) / 60
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
-# The client address is the connection's (REMOTE_ADDR): behind a reverse proxy, run daphne with
-# --proxy-headers so that it is the client's (X-Forwarded-For), not the proxy's.
-AXES_CLIENT_IP_CALLABLE = "ctxweb.middleware.client_address"
+# The client address: the connection's, or X-Forwarded-For's as CTXWEB_PROXY_COUNT says.
+AXES_CLIENT_IP_CALLABLE = "ctxweb.addresses.client_address"
 AXES_USERNAME_CALLABLE = "ctxweb.middleware.login_username"
 # Failed attempts are kept (lockouts); successful logins are not logged.
 AXES_DISABLE_ACCESS_LOG = True

@@ -30,3 +30,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # handler (ctxweb.serving) would otherwise keep one per thread past the test database's teardown.
 # Servers started as subprocesses keep theirs (CONN_MAX_AGE of the base settings).
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# The test client's host (Django's "testserver"), for tests only: never in the base settings.
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
+CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa: F405
