@@ -228,7 +228,7 @@ def _fixtures() -> list[Path]:
 def test_what_the_real_clis_send_is_read_whole(path: Path) -> None:
     recorded = json.loads(path.read_text())
     body = recorded.get("body", recorded)
-    fmt = RESPONSES if path.parent.name == "codex" else ANTHROPIC
+    fmt = RESPONSES if path.parent.name.startswith("codex") else ANTHROPIC
     context = parse(fmt, body)
     assert render(context) == body
     totals = context_regions(context, COUNTER)
