@@ -10,8 +10,12 @@ the same through Django's URLs (WSGI, the test client).
   provider's error shape with ``x-should-retry: false``, and nothing leaves.
 - **Transparent**: the provider's key and every other header go upstream unchanged (never stored
   or logged) but for hop-by-hop headers (RFC 9110 §7.6.1), ``Host``, ctxweb's own headers and its
-  cookies; ``Accept-Encoding`` is dropped so that what is relayed can be recorded. The answer
-  comes back as the provider sent it, status and headers included, streamed chunk by chunk.
+  cookies. ``Accept-Encoding`` goes up narrowed to the encodings the recorder reads (gzip,
+  deflate, zstd; ``identity`` when the agent accepts none of them or sends none), so the answer
+  comes in an encoding both the agent and the recorder read; an answer in any other encoding (an
+  upstream that ignored the header) is relayed all the same and kept as an unread call. The
+  answer comes back as the provider sent it, status and headers included, streamed chunk by
+  chunk.
 - **Recorded off the caller's path**: ``POST chat/completions`` and ``responses`` (OpenAI) and
   ``POST messages`` (Anthropic) answered 2xx are recorded in a thread once the last chunk has
   been relayed, or, for a stream, once its last event has (an SDK may leave as soon as it reads
@@ -47,6 +51,7 @@ from django.db import close_old_connections, connection
 from ctxweb import ratelimit
 from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
+from ctxweb.bodies import ENCODINGS
 from ctxweb.contexts.services.ingest import WINDOW_HEADERS, call_context_window
 from ctxweb.contexts.services.proxying import (
     proxy_answer_finished,
@@ -166,6 +171,26 @@ def _forwarded(headers: Sequence[tuple[str, str]]) -> Headers:
         for name, value in headers
         if name.lower() not in HOP_BY_HOP | NOT_FORWARDED | named
     ]
+
+
+def _accept_encoding(headers: Sequence[tuple[str, str]]) -> str:
+    """What goes upstream as ``Accept-Encoding``: the codings the agent accepts (``q`` above 0,
+    ``*`` for any) that the recorder reads too, in the agent's order; ``identity`` when none
+    (no header at all included: an SDK that sends none reads no compressed answer)."""
+    accepted: list[str] = []
+    for name, value in headers:
+        if name.lower() != "accept-encoding":
+            continue
+        for item in value.split(","):
+            coding, *params = (piece.strip().lower() for piece in item.split(";"))
+            q = next((p.partition("=")[2].strip() for p in params if p.startswith("q=")), "1")
+            try:
+                wanted = float(q) > 0
+            except ValueError:
+                wanted = False
+            codings = ENCODINGS if coding == "*" else (coding,)
+            accepted += [c for c in codings if wanted and c in ENCODINGS and c not in accepted]
+    return ", ".join(accepted) or "identity"
 
 
 def _header(headers: Sequence[tuple[str, str]], name: str) -> str:
@@ -307,7 +332,12 @@ async def relay(
         if prepared.body != body:
             body, original = prepared.body, prepared.original
     client = _client()
-    outgoing = client.build_request(method, url, headers=_forwarded(headers), content=body)
+    outgoing = client.build_request(
+        method,
+        url,
+        headers=[*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))],
+        content=body,
+    )
     try:
         answer = await client.send(outgoing, stream=True)
     except httpx.HTTPError as failure:
@@ -323,7 +353,8 @@ async def relay(
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     project, key_id, sent = key.project, key.pk, body
     window_headers = [(name, value) for name, value in headers if name.lower() in WINDOW_HEADERS]
-    encoded = answer.headers.get("content-encoding", "").lower() in ("gzip", "deflate")
+    coding = answer.headers.get("content-encoding", "").strip().lower()
+    encoded = coding not in ("", "identity")
 
     async def chunks() -> AsyncIterator[bytes]:
         kept: bytearray | None = bytearray() if format else None
@@ -359,6 +390,7 @@ async def relay(
                             original=original,
                             events=events,
                             compressed=encoded,
+                            content_encoding=coding if encoded else "",
                             window_headers=window_headers,
                         )
             finally:

@@ -18,7 +18,6 @@ import logging
 import secrets
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from compaction.messages.model import Context, Message
 from compaction.regions import raw_region
 from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
+from ctxweb.bodies import inflate
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Operation
 from ctxweb.contexts.services.ingest import session_id_problem, turn_ingest
@@ -269,6 +269,29 @@ def proxy_answer_finished(format: str, received: bytes | bytearray) -> bool:
     return stream_finished(format, received)
 
 
+#: An answer is recorded when it inflates to at most this (the relay keeps as much of it).
+ANSWER_LIMIT = 64 * 1024 * 1024
+
+
+def _answer_inflated(body: bytes, content_encoding: str, compressed: bool) -> bytes:
+    """``body`` decoded as its ``Content-Encoding`` says (codings undone last first).
+
+    Raises:
+        BadBody: an encoding the recorder does not read, or a body that is not whole.
+        TooLarge: it inflates past :data:`ANSWER_LIMIT`.
+    """
+    codings = [
+        coding.strip().lower()
+        for coding in content_encoding.split(",")
+        if coding.strip().lower() not in ("", "identity")
+    ]
+    if not codings and compressed:
+        codings = ["gzip" if body.startswith(b"\x1f\x8b") else "deflate"]
+    for coding in reversed(codings):
+        body = inflate(body, coding, ANSWER_LIMIT)
+    return body
+
+
 def proxy_record(
     *,
     project: Project,
@@ -281,21 +304,26 @@ def proxy_record(
     original: tuple[str, ...] = (),
     events: Sequence[dict[str, Any]] = (),
     compressed: bool = False,
+    content_encoding: str = "",
     context_window: int | None = None,
     context_window_source: str | None = None,
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
-    recorded (counted in :data:`failures` and logged: the call itself already succeeded).
+    recorded (counted in :data:`failures` and logged, and kept as an unread call: the call
+    itself already succeeded).
 
-    ``response_body`` is the answer as relayed: gzip- or deflate-compressed when
-    ``compressed``. ``original`` is the agent's own messages by identity when what was sent differs
-    (managed mode): the next call, which extends the agent's history, joins by them.
+    ``response_body`` is the answer as relayed, in its ``content_encoding`` (gzip, deflate or
+    zstd, or several in the order applied; ``compressed`` without it: gzip or deflate, by its
+    first bytes). An answer in another encoding, or one that does not inflate whole within
+    :data:`ANSWER_LIMIT`, is an unread call, never a turn with no answer. ``original`` is the
+    agent's own messages by identity when what was sent differs (managed mode): the next call,
+    which extends the agent's history, joins by them.
     ``context_window`` is the window the call itself selected (a model's 1M-context header), and
     ``context_window_source`` where that figure came from."""
     global failures
+    relayed = response_body
     try:
-        if compressed:
-            response_body = zlib.decompress(response_body, zlib.MAX_WBITS | 32)
+        response_body = _answer_inflated(response_body, content_encoding, compressed)
         request = json.loads(request_body)
         if not isinstance(request, dict):
             raise FormatError("request", "expected a JSON object")
@@ -343,9 +371,10 @@ def proxy_record(
                 session_external_id=named,
                 format=format,
                 request_body=request_body,
-                response_body=response_body,
+                response_body=relayed,
                 streamed=streamed,
-                compressed=compressed,
+                compressed=compressed or bool(content_encoding),
+                content_encoding=content_encoding,
                 error=error,
             )
         except Exception:

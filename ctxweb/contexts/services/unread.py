@@ -94,6 +94,7 @@ def unread_call_record(
     compressed: bool,
     error: BaseException | str,
     source: str = PROXY,
+    content_encoding: str = "",
 ) -> UnreadCall:
     """Keep a call that could not be read, raw, on its session when the project has one named
     ``session_external_id``, else on the project; drop the project's oldest past the bound.
@@ -107,6 +108,8 @@ def unread_call_record(
         streamed: whether the answer was an event stream.
         compressed: whether the relay marked the answer compressed.
         error: why it could not be read (an exception, or its text).
+        content_encoding: the answer's ``Content-Encoding`` as relayed, when known (else it is
+            recognised by its first bytes); one ctxweb does not read is kept as it is, named.
 
     Example:
         >>> unread_call_record(project=p, session_external_id="s1", format="openai-chat",
@@ -114,9 +117,11 @@ def unread_call_record(
         ...     compressed=False, error=FormatError("messages.0.content", "expected text"))
     """
     cap = int(settings.CTXWEB_MAX_REQUEST_BYTES)
-    encoding = _encoding(bytes(response_body), compressed)
+    named = content_encoding.strip().lower()
+    encoding = named[:16] if named not in ("", "identity") else ""
+    encoding = encoding or _encoding(bytes(response_body), compressed)
     response = bytes(response_body)
-    if encoding:
+    if encoding in _MAGIC.values() or encoding == "deflate":
         inflated = _inflated(response, encoding, cap)
         if inflated is not None:
             response, encoding = inflated, ""
