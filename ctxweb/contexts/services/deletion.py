@@ -41,6 +41,7 @@ from ctxweb.contexts.models import (
 )
 from ctxweb.contexts.selectors.artifacts import keys_named
 from ctxweb.contexts.services._recent import _recent_forget
+from ctxweb.contexts.services._rewrites import _rewrites_forget
 from ctxweb.contexts.services.audit import RETENTION, audit_record
 
 logger = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ def session_delete(*, session: Session, actor: Any = None, action: str = "") -> 
             detail=deleted.as_dict(),
         )
     _recent_forget((project_id, external_id))
+    _rewrites_forget(project_id, external_id)  # other processes drop theirs on their next call
     return deleted
 
 
@@ -172,6 +174,7 @@ def project_delete(*, project: Project) -> dict[str, int]:
     """Delete ``project`` and everything in it, in one transaction: each kind of row in one
     statement, dependents first, no content loaded (Django's cascade would load every message
     to check the links to it)."""
+    project_id = project.pk
     with transaction.atomic():
         sessions = Session.objects.filter(project=project)
         session_pks = list(sessions.values_list("pk", flat=True))
@@ -187,6 +190,7 @@ def project_delete(*, project: Project) -> dict[str, int]:
         counts["toolsets"] = ToolSet.objects.filter(project=project).delete()[0]
         counts["import_jobs"] = ImportJob.objects.filter(project=project).only("id").delete()[0]
         project.delete()
+    _rewrites_forget(project_id)
     return counts
 
 

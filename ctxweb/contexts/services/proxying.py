@@ -39,7 +39,13 @@ from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
 from ctxweb.bodies import inflate
 from ctxweb.contexts import selectors
-from ctxweb.contexts.models import Operation
+from ctxweb.contexts.services._rewrites import (
+    Rewrite,
+    _rewrite_get,
+    _rewrite_set,
+    _rewrites_clear,
+    _rewrites_forget,
+)
 from ctxweb.contexts.services.ingest import session_id_problem, turn_ingest
 
 logger = logging.getLogger(__name__)
@@ -141,20 +147,10 @@ def proxy_memory_clear() -> None:
     with _LOCK:
         _MEMORY.clear()
         _MAIN.clear()
-        _REWRITES.clear()
+    _rewrites_clear()
 
 
 # --- managed mode: an operator's compaction reaches the agent's next call -----------------------
-
-
-@dataclass
-class Rewrite:
-    """What replaces the start of a managed session's requests: the agent's first messages (by
-    identity) stand for ``replacement``, which operation ``operation_id`` made."""
-
-    operation_id: int
-    original: tuple[str, ...]
-    replacement: tuple[Message, ...]
 
 
 @dataclass
@@ -166,9 +162,6 @@ class Prepared:
     session: str | None
     original: tuple[str, ...] = ()
     events: list[dict[str, Any]] = field(default_factory=list)
-
-
-_REWRITES: dict[tuple[int, str], Rewrite] = {}
 
 
 def _starts_with(hashes: Sequence[str], prefix: Sequence[str]) -> bool:
@@ -189,8 +182,11 @@ def proxy_prepare(
     When an operator has applied an operation to the session and the request starts with the
     context that operation compacted, that start is replaced by the compacted context and the
     agent's newer messages follow it. Later calls, which still carry the agent's full history,
-    get the same replacement (this process remembers it) until the operation is undone. A request
-    that does not start with that context is sent unchanged, with a warning event on its turn.
+    get the same replacement (this process remembers it) until the operation is undone or the
+    session deleted: every managed call checks that the remembered rewrite's session and
+    operation are still there (:mod:`~ctxweb.contexts.services._rewrites`), so a session deleted
+    through another process is never substituted again. A request that does not start with that
+    context is sent unchanged, with a warning event on its turn.
     """
     try:
         request = json.loads(body)
@@ -204,17 +200,12 @@ def proxy_prepare(
     prepared = Prepared(body, external_id, hashes)
     if not managed or external_id is None:
         return prepared
+    key = (project.pk, external_id)
     stored = selectors.session_get(project=project, external_id=external_id)
     if stored is None:
+        _rewrites_forget(project.pk, external_id)
         return prepared
-    key = (project.pk, external_id)
-    rewrite = _REWRITES.get(key)
-    if (
-        rewrite is not None
-        and Operation.objects.filter(pk=rewrite.operation_id, undone_at__isnull=False).exists()
-    ):
-        _REWRITES.pop(key, None)
-        rewrite = None
+    rewrite = _rewrite_get(key, session_pk=stored.pk)
     messages: list[Message] = list(context.messages)
     stands_for = 0  # how many of the agent's messages the start of ``messages`` stands for
     if rewrite is not None and _starts_with(hashes, rewrite.original):
@@ -227,8 +218,11 @@ def proxy_prepare(
         if base and _starts_with(current, base):
             # the agent's own breakpoints, on its newer messages, are the only ones sent
             replacement = tuple(without_cache_markers(m) for m in state.context.messages)
-            _REWRITES[key] = Rewrite(
-                state.operation_id, hashes[: len(base) + stands_for], replacement
+            _rewrite_set(
+                key,
+                Rewrite(
+                    stored.pk, state.operation_id, hashes[: len(base) + stands_for], replacement
+                ),
             )
             messages = [*replacement, *messages[len(base) :]]
             prepared.events.append(

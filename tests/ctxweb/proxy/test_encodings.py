@@ -31,7 +31,7 @@ from openai import OpenAI
 from tests.support.servers import create_key, daphne, embedded_env
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
-QUESTION = [{"role": "user", "content": "Why does the test fail?"}]
+QUESTION: Any = [{"role": "user", "content": "Why does the test fail?"}]
 ANSWER = "The divisor is zero."
 #: A "br" body: what an upstream that ignored Accept-Encoding might send (ctxweb reads no br).
 BROTLI_LIKE = b"\x1b\x0f\x00\xf8\x25\x82\x82\x11\x8c\x0a\x32\x00"
@@ -261,14 +261,14 @@ def test_the_openai_sdk_gets_an_encoding_it_asked_for_and_the_call_is_recorded(
         chunks = list(
             client.chat.completions.create(
                 model="gpt-4o",
-                messages=QUESTION,  # type: ignore[arg-type]
+                messages=QUESTION,
                 stream=True,
                 stream_options={"include_usage": True},
             )
         )
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     else:
-        whole = client.chat.completions.create(model="gpt-4o", messages=QUESTION)  # type: ignore[arg-type]
+        whole = client.chat.completions.create(model="gpt-4o", messages=QUESTION)
         text = whole.choices[0].message.content or ""
     assert text == ANSWER
     sdk_accepts = {c.strip() for c in (upstream.accepted[-1] or "").split(",")}
