@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +25,7 @@ from ctxweb.api.strategies import StrategyField
 from ctxweb.api.throttling import ApiRateThrottle
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import deletion, operations, policy
+from ctxweb.numbers import MAX_COUNT
 from ctxweb.shapes import OperationOutput
 
 if TYPE_CHECKING:
@@ -206,20 +207,82 @@ class ManagedContextApi(APIView):
         )
 
 
+#: The documented shape of a policy (what :func:`policy.session_policy_validate` accepts).
+POLICY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "auto": {
+            "type": "object",
+            "nullable": True,
+            "additionalProperties": False,
+            "required": ["strategy"],
+            "properties": {
+                "strategy": {"type": "string", "description": "a strategy id (GET strategies)"},
+                "params": {"type": "object", "nullable": True, "additionalProperties": True},
+                "enabled": {"type": "boolean", "default": True},
+            },
+        },
+        "trigger": {
+            "description": "where the automatic policy fires and the chart draws the trigger:"
+            " a fraction of usable (window minus output reserve) or a number of tokens;"
+            " default: above 0.8 of usable",
+            "nullable": True,
+            "oneOf": [
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["fraction"],
+                    "properties": {
+                        "fraction": {
+                            "type": "number",
+                            "exclusiveMinimum": True,
+                            "minimum": 0,
+                            "maximum": 1,
+                        },
+                    },
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["tokens"],
+                    "properties": {
+                        "tokens": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
+                    },
+                },
+            ],
+        },
+    },
+}
+
+
+@extend_schema_field(POLICY_SCHEMA)
+class PolicyField(serializers.DictField):
+    """A policy: a JSON object, checked by the policy service (which names the field)."""
+
+
 class SessionPolicyInput(serializers.Serializer):  # type: ignore[type-arg]
-    policy = serializers.DictField()
+    policy = PolicyField()
 
 
 class SessionApi(SessionDetailApi):
     """``sessions/{external_id}``: GET reads the session; PATCH sets its ``policy`` (operators):
-    ``{"policy": {"auto": {"strategy", "params", "enabled"}}}`` applies ``strategy`` by itself
-    when a turn crosses the compaction trigger."""
+    ``{"policy": {"auto": {"strategy", "params", "enabled"}, "trigger": {"fraction": f} |
+    {"tokens": n}}}`` applies ``strategy`` by itself when a turn crosses the trigger (default:
+    above 80% of usable). Any other key, or a value of the wrong type, is a 400 naming it."""
 
     @extend_schema(request=SessionPolicyInput, responses={200: dict}, examples=[example("policy")])
     def patch(self, request: Request, external_id: str) -> Response:
         access = require_access(request)
         session = require_session(access, external_id)
         require_operator(access)
+        if isinstance(request.data, dict):
+            for key in request.data:
+                if key != "policy":
+                    raise ApiError(
+                        f'Unknown field {key!r}: the body is {{"policy": {{...}}}}.',
+                        fields={key: "unknown field"},
+                    )
         data = SessionPolicyInput(data=request.data)
         data.is_valid(raise_exception=True)
         session = policy.session_policy_set(session=session, policy=data.validated_data["policy"])

@@ -89,8 +89,13 @@ def _examples() -> dict[str, Any]:
             request_only=True,
         ),
         "policy": OpenApiExample(
-            "Compact automatically past 80%",
-            value={"policy": {"auto": {"strategy": "ctxweb-auto", "enabled": True}}},
+            "Compact automatically past 90% of usable",
+            value={
+                "policy": {
+                    "auto": {"strategy": "ctxweb-auto", "enabled": True},
+                    "trigger": {"fraction": 0.9},
+                }
+            },
             request_only=True,
         ),
     }

@@ -8,7 +8,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxweb.contexts.selectors import POLICY, REGIONS, USED_REGIONS, session_budget
+from ctxweb.contexts.selectors import (
+    POLICY,
+    REGIONS,
+    USED_REGIONS,
+    policy_label,
+    session_budget,
+    session_policy,
+)
 from ctxweb.shapes import TurnOutput
 
 if TYPE_CHECKING:
@@ -109,6 +116,8 @@ def sparkline(totals: Sequence[int], usable: int) -> Sparkline | None:
 def chart_data(*, session: Session, turns: Iterable[Turn], turn_url: str) -> dict[str, Any]:
     """Everything the session chart draws, from turns already fetched (one query)."""
     b = session_budget(session)
+    policy = session_policy(session)
+    origin = "ctxweb default" if policy == POLICY else "the session's policy"
     return {
         "session": session.external_id,
         "turn_url": turn_url,
@@ -116,7 +125,7 @@ def chart_data(*, session: Session, turns: Iterable[Turn], turn_url: str) -> dic
         "reserve": b.reserve,
         "usable": b.usable,
         "trigger": b.trigger,
-        "policy": f"ctxweb default: above {POLICY.value:.0%} of usable",
+        "policy": f"{origin}: {policy_label(policy)}",
         "regions": list(REGIONS),
         "turns": TurnOutput(turns, many=True, context={"nonzero_regions": True}).data,
     }

@@ -236,7 +236,7 @@ def session_detail(request: HttpRequest, external_id: str) -> HttpResponse:
             "access": access,
             "session": session,
             "budget": b,
-            "policy": selectors.POLICY,
+            "policy": selectors.policy_label(selectors.session_policy(session)),
             "latest": latest,
             "latest_fill": (latest.total_tokens / b.usable) if latest and b.usable else 0.0,
             "breakdown": rows,

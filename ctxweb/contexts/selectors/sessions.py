@@ -85,13 +85,36 @@ def session_watchable(*, user_id: int, session_id: int) -> bool:
     ).exists()
 
 
-#: ctxweb's default policy: the trigger drawn on the chart and used to colour fill levels.
+#: ctxweb's default policy: the trigger of a session whose policy sets none (drawn on the
+#: chart), and the one that colours fill levels in the sessions list.
 POLICY = Policy.ctxweb()
 
 
+def session_policy(session: Session) -> Policy:
+    """When the session compacts: the ``trigger`` its policy sets (a ``fraction`` of usable, or
+    ``tokens``; both strict: over means above), else ctxweb's default, above 80% of usable."""
+    stored = session.policy if isinstance(session.policy, dict) else {}
+    trigger = stored.get("trigger")
+    if isinstance(trigger, dict):
+        tokens, fraction = trigger.get("tokens"), trigger.get("fraction")
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return Policy("ctxweb", "tokens", tokens, strict=True)
+        if isinstance(fraction, int | float) and not isinstance(fraction, bool) and fraction > 0:
+            return Policy.ctxweb(float(fraction))
+    return POLICY
+
+
+def policy_label(policy: Policy) -> str:
+    """A policy's trigger in words: ``above 150,000 tokens``, ``above 80% of usable``."""
+    if policy.trigger == "tokens":
+        return f"above {int(policy.value):,} tokens"
+    return f"above {policy.value:.0%} of usable"
+
+
 def session_budget(session: Session, *, window: int | None = None) -> Budget:
-    """The session's window, reserve, usable limit and trigger under ctxweb's default policy."""
-    return budget(window or session.context_window, session.output_reserve, POLICY)
+    """The session's window, reserve, usable limit and trigger under its policy
+    (:func:`session_policy`)."""
+    return budget(window or session.context_window, session.output_reserve, session_policy(session))
 
 
 def session_models(*, project: Project) -> list[str]:
