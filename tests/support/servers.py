@@ -116,12 +116,13 @@ class Daphne:
         *,
         keep_lines: int = 5000,
         app: str = "ctxweb.asgi:application",
+        port: int = 0,
     ) -> None:
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("daphne")),
                 "-e",
-                "tcp:port=0:interface=127.0.0.1",
+                f"tcp:port={port}:interface=127.0.0.1",
                 app,
             ],
             cwd=ROOT,
@@ -187,9 +188,11 @@ class Daphne:
 
 
 @contextmanager
-def daphne(env: Mapping[str, str], *, app: str = "ctxweb.asgi:application") -> Iterator[Daphne]:
-    """A ready server, stopped on exit."""
-    server = Daphne(env, app=app)
+def daphne(
+    env: Mapping[str, str], *, app: str = "ctxweb.asgi:application", port: int = 0
+) -> Iterator[Daphne]:
+    """A ready server, stopped on exit (on ``port``, or a free one)."""
+    server = Daphne(env, app=app, port=port)
     try:
         yield server.wait_ready()
     finally:

@@ -29,7 +29,7 @@ import pytest
 
 from ctxweb.contexts.demo import coding_session
 from tests.support.browser import PASSWORD, USERNAME, chromium, require_chromium, shot
-from tests.support.servers import ROOT, Daphne, create_key, daphne, embedded_env
+from tests.support.servers import ROOT, Daphne, create_key, daphne, embedded_env, free_port
 
 PROJECT = "live"
 SESSION = "live-session"
@@ -71,6 +71,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("ctxweb-live")
     env = _environment(data_dir)
     key = create_key(env, project=PROJECT, role="operator", owner=USERNAME, password=PASSWORD)
+    # The page's WebSocket opens only from the origins make run serves, which follow PORT.
+    port = free_port()
+    env["PORT"] = str(port)
     worker = None
     if env.get("REDIS_URL"):
         celery = str(Path(sys.executable).with_name("celery"))
@@ -83,7 +86,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 stderr=subprocess.STDOUT,
             )
     try:
-        with daphne(env) as running:
+        with daphne(env, port=port) as running:
             yield Server(url=running.url, key=key, daphne=running)
     finally:
         if worker is not None:
