@@ -1,5 +1,6 @@
 """Celery tasks: each only calls a service. ``import_run`` imports an uploaded transcript;
-``sessions_expire`` enforces the projects' retention, on Celery beat's schedule
+``sessions_expire`` enforces retention (the projects' sessions and import jobs, and failed
+imports' files), on Celery beat's schedule
 (``CELERY_BEAT_SCHEDULE``) or, in the embedded shape, on :func:`start_in_process_scheduler`'s.
 
 ``operation_run`` is acked late and rejected when its worker is lost, so a run killed with its
@@ -60,7 +61,9 @@ def import_run(job_id: int) -> str | None:
 
 @shared_task(name=RETENTION_TASK)
 def sessions_expire() -> dict[str, int]:
-    """Delete the sessions past their project's retention; how many per project."""
+    """Delete the sessions past their project's retention (how many per project: the return),
+    and the import files and jobs past theirs."""
+    deletion.imports_expire()
     return deletion.sessions_expire()
 
 
@@ -79,6 +82,7 @@ def start_in_process_scheduler(every: float | None = None) -> threading.Thread |
     def loop() -> None:
         while True:
             try:
+                deletion.imports_expire()
                 deletion.sessions_expire()
                 operations.operation_reap_stale()
             except Exception:

@@ -241,6 +241,10 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 # (`make beat`), by a thread of the web process in the embedded shape (CTXWEB_SCHEDULER=1, which
 # `make run` sets).
 CTXWEB_RETENTION_SECONDS = envint("CTXWEB_RETENTION_SECONDS", 3600)
+# A failed import's uploaded file (raw: secrets unmasked) is deleted by retention this many hours
+# after it failed (at once when one of the sessions it holds is deleted); an import queued or
+# running for longer is failed and its file deleted too. docs/security.md lists what is kept.
+CTXWEB_FAILED_IMPORT_HOURS = envint("CTXWEB_FAILED_IMPORT_HOURS", 24)
 CTXWEB_SCHEDULER = envbool("CTXWEB_SCHEDULER", False)
 CELERY_BEAT_SCHEDULE = {
     "retention": {"task": "ctxweb.tasks.sessions_expire", "schedule": CTXWEB_RETENTION_SECONDS},

@@ -1,5 +1,10 @@
 """Deleting what ctxweb stores: a session (:func:`session_delete`) with everything only it holds,
-and the sessions a project's retention has expired (:func:`sessions_expire`).
+the sessions a project's retention has expired (:func:`sessions_expire`), and the import files
+and jobs past theirs (:func:`imports_expire`).
+
+A failed import keeps its uploaded file (raw, secrets unmasked) until one of the sessions the file
+holds is deleted (the deletion drops it, in the same transaction) or ``CTXWEB_FAILED_IMPORT_HOURS``
+have passed; a project's retention also deletes its import jobs finished before its cutoff.
 
 A session's turns, operations and managed contexts go with it (cascades); its artifacts, and the
 messages and tool sets that no other session of the project refers to, are deleted with it, in
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -60,6 +66,8 @@ class Deleted:
     artifacts: int
     messages: int
     toolsets: int
+    #: Failed imports' uploaded files dropped because they hold the session.
+    uploads: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -136,6 +144,7 @@ def _session_delete(session: Session) -> Deleted:
     session.delete()  # turns, operations, managed contexts: cascades; kept artifacts: no session
     messages = _delete_ids(Message, mine - shared)
     toolsets = _delete_ids(ToolSet, my_toolsets - shared_toolsets)
+    uploads = _uploads_drop(project_id=session.project_id, external_id=session.external_id)
     return Deleted(
         turns=counts["turns"],
         operations=counts["operations"],
@@ -143,7 +152,25 @@ def _session_delete(session: Session) -> Deleted:
         artifacts=artifacts,
         messages=messages,
         toolsets=toolsets,
+        uploads=uploads,
     )
+
+
+def _uploads_drop(*, project_id: int, external_id: str) -> int:
+    """Drop the uploaded files of the project's failed imports that hold session
+    ``external_id`` (as the job noted once it parsed the file); how many."""
+    held = (
+        ImportJob.objects.filter(project_id=project_id, status=ImportJob.Status.FAILED)
+        .exclude(data=b"")
+        .values_list("pk", "result")
+    )
+    jobs = [pk for pk, result in held if external_id in _held_sessions(result)]
+    return ImportJob.objects.filter(pk__in=jobs).update(data=b"") if jobs else 0
+
+
+def _held_sessions(result: Any) -> list[str]:
+    ids = result.get("external_ids") if isinstance(result, dict) else None
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
 def session_delete(*, session: Session, actor: Any = None, action: str = "") -> Deleted:
@@ -210,3 +237,37 @@ def sessions_expire(*, now: Any = None) -> dict[str, int]:
     if expired:
         logger.info("retention deleted sessions: %s", expired)
     return expired
+
+
+def imports_expire(*, now: Any = None) -> dict[str, int]:
+    """Drop the uploaded files of imports that failed more than ``CTXWEB_FAILED_IMPORT_HOURS``
+    ago, fail (and drop the file of) imports queued or running for longer than that (no import
+    runs that long: its worker is gone), and delete the import jobs of projects with a
+    ``retention_days`` finished before their cutoff. Returns how many files and jobs went."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(hours=int(settings.CTXWEB_FAILED_IMPORT_HOURS))
+    failed = ImportJob.objects.filter(status=ImportJob.Status.FAILED, finished_at__lt=cutoff)
+    uploads = failed.exclude(data=b"").update(data=b"")
+    stuck = ImportJob.objects.filter(
+        status__in=[ImportJob.Status.QUEUED, ImportJob.Status.RUNNING], created_at__lt=cutoff
+    )
+    uploads += stuck.update(
+        status=ImportJob.Status.FAILED,
+        error=f"not finished within {settings.CTXWEB_FAILED_IMPORT_HOURS} hours: its worker was"
+        " lost; the file was deleted (import it again: it resumes)",
+        finished_at=now,
+        data=b"",
+    )
+    jobs = 0
+    for project in Project.objects.filter(retention_days__isnull=False).only(
+        "id", "retention_days"
+    ):
+        expired = now - timedelta(days=project.retention_days or 0)
+        jobs += (
+            ImportJob.objects.filter(project=project, finished_at__lt=expired)
+            .only("id")
+            .delete()[0]
+        )
+    if uploads or jobs:
+        logger.info("retention dropped %d import files and deleted %d import jobs", uploads, jobs)
+    return {"uploads": uploads, "jobs": jobs}

@@ -193,6 +193,7 @@ def transcript_import(
     format: str = "auto",
     external_id_prefix: str = "",
     progress: Progress | None = None,
+    parsed: Callable[[str, list[str]], None] | None = None,
 ) -> ImportResult:
     """Import a transcript file's sessions into ``project``; idempotent per session and turn.
 
@@ -204,6 +205,8 @@ def transcript_import(
             ``"auto"``.
         external_id_prefix: put before every session's own id (e.g. ``"import/"``).
         progress: called as ``progress(done, total)`` after every turn, with the file's turn count.
+        parsed: called as ``parsed(format, external_ids)`` once the file is parsed, before any
+            turn is stored: the sessions the file holds.
 
     Raises:
         FormatError: unknown format or malformed content (nothing stored), or a turn that cannot be
@@ -220,6 +223,8 @@ def transcript_import(
     ids = [_external_id(external_id_prefix, s, i) for i, s in enumerate(sessions)]
     total = sum(len(s.turns) for s in sessions)
     done = 0
+    if parsed is not None:
+        parsed(format, ids)
 
     def on_turn() -> None:
         nonlocal done
@@ -335,8 +340,11 @@ def import_start(
 
 
 def import_job_run(*, job_id: int) -> ImportJob | None:
-    """Run import job ``job_id``: parse its file, store its sessions in chunks, record progress,
-    then the result (the file dropped) or the error (the file kept: running it again resumes).
+    """Run import job ``job_id``: parse its file, note the sessions it holds
+    (``result["external_ids"]``), store them in chunks, record progress, then the result (the
+    file dropped) or the error. A failed job's file is kept until one of the sessions it holds is
+    deleted, or ``CTXWEB_FAILED_IMPORT_HOURS`` have passed
+    (:func:`~ctxweb.contexts.services.deletion.imports_expire`); importing it again resumes.
 
     A job already finished is left as it is; a running one is run again (a worker lost with it
     delivers it again: turns already stored are skipped). Returns the job, or None if it is gone.
@@ -359,6 +367,12 @@ def import_job_run(*, job_id: int) -> ImportJob | None:
             last = now
             ImportJob.objects.filter(pk=job_id).update(**counts)
 
+    def parsed(format: str, external_ids: list[str]) -> None:
+        # Known before any turn is stored: deleting any of these sessions deletes the file
+        ImportJob.objects.filter(pk=job_id).update(
+            result={"format": format, "external_ids": external_ids}
+        )
+
     try:
         result = transcript_import(
             project=job.project,
@@ -367,6 +381,7 @@ def import_job_run(*, job_id: int) -> ImportJob | None:
             format=job.format,
             external_id_prefix=job.prefix,
             progress=progress,
+            parsed=parsed,
         )
     except FormatError as error:
         return _import_fail(job_id, error.reason, field=error.path, **counts)
