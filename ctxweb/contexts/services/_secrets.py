@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from compaction.messages import Message as LibMessage
-from compaction.secrets import mask_message, mask_value, scan_message, scan_value
+from compaction.secrets import (
+    findings_in,
+    mask_message,
+    mask_text,
+    mask_value,
+    scan_message,
+    scan_value,
+)
 
 
 def message_scanned(message: LibMessage, *, mask: bool) -> tuple[LibMessage, list[dict[str, Any]]]:
@@ -35,3 +42,14 @@ def value_scanned(value: Any, *, field: str, mask: bool) -> tuple[Any, list[dict
     else:
         found = scan_value(value, field)
     return value, [f.as_dict() for f in found]
+
+
+def body_masked(body: bytes) -> bytes:
+    """A raw body (a call ctxweb could not read) with every secret in its text masked: read as
+    UTF-8, any byte that is not kept as it is, so only the secrets change (a mask holds no quote
+    or backslash: JSON and event streams stay what they were)."""
+    text = body.decode("utf-8", "surrogateescape")
+    found = findings_in(text)
+    if not found:
+        return body
+    return mask_text(text, found).encode("utf-8", "surrogateescape")

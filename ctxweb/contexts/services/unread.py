@@ -7,6 +7,8 @@ is bounded: each body up to ``CTXWEB_MAX_REQUEST_BYTES`` (the body cap of every 
 most ``CTXWEB_UNREAD_CALLS_PER_PROJECT`` calls per project, the oldest dropped first. A
 compressed answer is stored decompressed when it decompresses within that cap, else as relayed
 with its ``content_encoding``. Headers are never stored: the provider's key travels in them.
+When the project masks secrets, the secrets in both bodies' text are masked before they are
+stored (not those of an answer kept compressed).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.db.models import Count, F, QuerySet
 from compaction.errors import FormatError
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Session, UnreadCall
+from ctxweb.contexts.services._secrets import body_masked
 
 #: The ``source`` of a call the recording proxy relayed.
 PROXY = "proxy"
@@ -126,6 +129,12 @@ def unread_call_record(
         if inflated is not None:
             response, encoding = inflated, ""
     request = bytes(request_body)
+    if project.mask_secrets:
+        # Masked like everything else stored (before the cap, so no secret is cut in two); an
+        # answer still compressed cannot be read, and is kept as relayed.
+        request = body_masked(request)
+        if not encoding:
+            response = body_masked(response)
     truncated = len(request) > cap or len(response) > cap
     request, response = request[:cap], response[:cap]
     message, path = (error[:ERROR_CHARS], "") if isinstance(error, str) else error_text(error)

@@ -5,12 +5,15 @@ served (the context, both exports, a preview, the turn's API and page) gives a v
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from typing import Any
 
 import pytest
 
 from ctxweb.contexts.models import Session, ToolSet, Turn
+from ctxweb.contexts.services.unread import unread_call_record
 from tests.support.secrets import GITHUB_PAT
 from tests.support.world import World
 
@@ -199,3 +202,31 @@ def test_a_request_without_passwords_has_no_findings_and_is_stored_as_sent(world
     assert answer["secrets"] == []
     turn = Turn.objects.get(session__external_id="s2")
     assert turn.request_extra["metadata"] == {"links": CLEAN}
+
+
+def test_with_masking_on_a_call_that_could_not_be_read_is_kept_masked(world: World) -> None:
+    masking(world)
+    request = {"model": "m", "metadata": {"db": POSTGRES}, "messages": [{"role": "?", "x": AMQP}]}
+    answer = f'{{"type": "message", "content": "use {REDIS}"}}'
+    call = unread_call_record(
+        project=world.project,
+        session_external_id="s9",
+        format="anthropic-messages",
+        request_body=json.dumps(request).encode() + b"\xff",
+        response_body=answer.encode(),
+        streamed=False,
+        compressed=False,
+        error="unreadable",
+    )
+    raw = world.api(world.ingest_key).get(f"/api/v1/unread-calls/{call.pk}/raw")
+    assert raw.status_code == 200
+    with zipfile.ZipFile(
+        io.BytesIO(b"".join(raw.streaming_content) if raw.streaming else raw.content)
+    ) as zipped:
+        files = {name: zipped.read(name) for name in zipped.namelist()}
+    kept = b"".join(files.values())
+    for value in (b"admin:pw@", b"u:p@h", b":pw@h"):
+        assert value not in kept
+    assert files["request.json"].endswith(b"\xff"), "bytes that are not text are kept as they are"
+    stored = json.loads(files["request.json"][:-1])
+    assert stored["metadata"]["db"] == "postgres://admin:[SECRET:uri-password]@host/db"
