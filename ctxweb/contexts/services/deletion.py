@@ -44,11 +44,13 @@ from ctxweb.contexts.models import (
     Session,
     ToolSet,
     Turn,
+    UnreadCall,
 )
 from ctxweb.contexts.selectors.artifacts import keys_named
 from ctxweb.contexts.services._recent import _recent_forget
 from ctxweb.contexts.services._rewrites import _rewrites_forget
 from ctxweb.contexts.services.audit import RETENTION, audit_record
+from ctxweb.contexts.services.unread import unread_calls_delete
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ class Deleted:
     toolsets: int
     #: Failed imports' uploaded files dropped because they hold the session.
     uploads: int = 0
+    #: Calls kept unread on the session, or on the project naming the session.
+    unread_calls: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -141,6 +145,11 @@ def _session_delete(session: Session) -> Deleted:
     )
     pointed = _pointed_at(shared, set(candidates.values_list("key", flat=True)))
     artifacts, _ = candidates.exclude(key__in=pointed).delete()
+    # a call kept before its session existed names it without a link
+    unread, _ = UnreadCall.objects.filter(
+        Q(session=session) | Q(session__isnull=True, external_id=session.external_id),
+        project_id=session.project_id,
+    ).delete()
     session.delete()  # turns, operations, managed contexts: cascades; kept artifacts: no session
     messages = _delete_ids(Message, mine - shared)
     toolsets = _delete_ids(ToolSet, my_toolsets - shared_toolsets)
@@ -153,6 +162,7 @@ def _session_delete(session: Session) -> Deleted:
         messages=messages,
         toolsets=toolsets,
         uploads=uploads,
+        unread_calls=unread,
     )
 
 
@@ -243,7 +253,8 @@ def imports_expire(*, now: Any = None) -> dict[str, int]:
     """Drop the uploaded files of imports that failed more than ``CTXWEB_FAILED_IMPORT_HOURS``
     ago, fail (and drop the file of) imports queued or running for longer than that (no import
     runs that long: its worker is gone), and delete the import jobs of projects with a
-    ``retention_days`` finished before their cutoff. Returns how many files and jobs went."""
+    ``retention_days`` finished before their cutoff, and the unread calls kept before it (those
+    on a session usually went with it). Returns how many files, jobs and calls went."""
     now = now or timezone.now()
     cutoff = now - timedelta(hours=int(settings.CTXWEB_FAILED_IMPORT_HOURS))
     failed = ImportJob.objects.filter(status=ImportJob.Status.FAILED, finished_at__lt=cutoff)
@@ -258,16 +269,21 @@ def imports_expire(*, now: Any = None) -> dict[str, int]:
         finished_at=now,
         data=b"",
     )
-    jobs = 0
-    for project in Project.objects.filter(retention_days__isnull=False).only(
-        "id", "retention_days"
-    ):
+    jobs = unread = 0
+    kept = Project.objects.filter(retention_days__isnull=False).only("id", "retention_days")
+    for project in kept:
         expired = now - timedelta(days=project.retention_days or 0)
         jobs += (
             ImportJob.objects.filter(project=project, finished_at__lt=expired)
             .only("id")
             .delete()[0]
         )
-    if uploads or jobs:
-        logger.info("retention dropped %d import files and deleted %d import jobs", uploads, jobs)
-    return {"uploads": uploads, "jobs": jobs}
+        unread += unread_calls_delete(project=project, before=expired)
+    if uploads or jobs or unread:
+        logger.info(
+            "retention dropped %d import files, deleted %d import jobs and %d unread calls",
+            uploads,
+            jobs,
+            unread,
+        )
+    return {"uploads": uploads, "jobs": jobs, "unread_calls": unread}

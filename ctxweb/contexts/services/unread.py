@@ -14,6 +14,7 @@ stored (not those of an answer kept compressed).
 from __future__ import annotations
 
 import zlib
+from datetime import datetime
 
 import zstandard
 from django.conf import settings
@@ -194,12 +195,17 @@ def unread_call_delete(*, unread_call: UnreadCall) -> None:
         _delete(UnreadCall.objects.filter(pk=unread_call.pk))
 
 
-def unread_calls_delete(*, project: Project, session: Session | None = None) -> int:
-    """Delete a project's unread calls (only ``session``'s when given); how many there were."""
+def unread_calls_delete(
+    *, project: Project, session: Session | None = None, before: datetime | None = None
+) -> int:
+    """Delete a project's unread calls (only ``session``'s when given, only those kept
+    ``before`` a time when given); how many there were."""
     with transaction.atomic():
         calls = UnreadCall.objects.filter(project=project)
         if session is not None:
             calls = calls.filter(session=session)
+        if before is not None:
+            calls = calls.filter(created_at__lt=before)
         return _delete(calls)
 
 
