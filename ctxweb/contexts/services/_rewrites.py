@@ -6,12 +6,14 @@ checks, on every managed call, that the session it was made for still exists (by
 session deleted and created again under the same name is another session) and that its operation
 is still there and not undone (:func:`_rewrite_valid`), and forgets it otherwise; deleting a
 session or a project forgets its rewrites in the deleting process at once
-(:func:`_rewrites_forget`).
+(:func:`_rewrites_forget`). At most :data:`REWRITES_MAX` are kept, the least recently used
+dropped first (its session's next call then goes whole, as after a restart).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from compaction.messages.model import Message
@@ -30,8 +32,10 @@ class Rewrite:
     replacement: tuple[Message, ...]
 
 
-#: By project id and session external id.
-_REWRITES: dict[tuple[int, str], Rewrite] = {}
+#: Rewrites kept per process (each holds a compacted context).
+REWRITES_MAX = 1024
+#: By project id and session external id, the most recently used last.
+_REWRITES: OrderedDict[tuple[int, str], Rewrite] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -43,6 +47,9 @@ def _rewrite_get(key: tuple[int, str], *, session_pk: int) -> Rewrite | None:
     if rewrite is None:
         return None
     if _rewrite_valid(rewrite, session_pk=session_pk):
+        with _LOCK:
+            if key in _REWRITES:
+                _REWRITES.move_to_end(key)
         return rewrite
     with _LOCK:
         if _REWRITES.get(key) is rewrite:
@@ -63,6 +70,9 @@ def _rewrite_valid(rewrite: Rewrite, *, session_pk: int) -> bool:
 def _rewrite_set(key: tuple[int, str], rewrite: Rewrite) -> None:
     with _LOCK:
         _REWRITES[key] = rewrite
+        _REWRITES.move_to_end(key)
+        while len(_REWRITES) > REWRITES_MAX:
+            _REWRITES.popitem(last=False)
 
 
 def _rewrites_forget(project_id: int, external_id: str | None = None) -> None:
