@@ -215,6 +215,10 @@ def own_redis() -> Iterator[RedisServer]:
     redis.kill()
 
 
+#: The origin of the pages whose WebSockets the servers here accept (CTXWEB_ALLOWED_ORIGINS).
+PAGE_ORIGIN = "https://ctxweb.example.com"
+
+
 class WebSocket:
     """A minimal RFC 6455 client over a plain socket: enough to hear a session's events."""
 
@@ -226,7 +230,7 @@ class WebSocket:
                 f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
                 "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                f"Origin: http://127.0.0.1:{server.port}\r\nCookie: sessionid={cookie}\r\n\r\n"
+                f"Origin: {PAGE_ORIGIN}\r\nCookie: sessionid={cookie}\r\n\r\n"
             ).encode()
         )
         head = b""
@@ -319,7 +323,7 @@ def live_again(
 def test_ingestion_outlives_redis_and_live_updates_resume_when_it_returns(
     world: World, start_server: Callable[..., Daphne], own_redis: RedisServer, outage: str
 ) -> None:
-    server = start_server(REDIS_URL=own_redis.url)
+    server = start_server(REDIS_URL=own_redis.url, CTXWEB_ALLOWED_ORIGINS=PAGE_ORIGIN)
     url = f"{server.url}/api/v1/sessions/live/turns"
     first = post(url, world.ingest_key, turn_body(0, 0))
     assert first.status == 201, first.body
