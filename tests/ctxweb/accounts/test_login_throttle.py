@@ -126,6 +126,21 @@ def test_the_lockout_expires_after_the_configured_minutes(world: World, settings
     assert login(Client(), "owner", "pw-owner-123").status_code == 302
 
 
+def test_an_address_lockout_expires_after_the_configured_minutes(
+    world: World, settings: Any
+) -> None:
+    from axes.models import AccessAttempt
+
+    settings.AXES_COOLOFF_TIME = 5 / 60
+    for n in range(settings.CTXWEB_LOGIN_ADDRESS_FAILURE_LIMIT):
+        login(Client(), f"user-{n}", "Summer2026!")
+    assert login(Client(), "owner", "pw-owner-123").status_code == 429
+    AccessAttempt.objects.update(attempt_time=F("attempt_time") - timedelta(minutes=4))
+    assert login(Client(), "owner", "pw-owner-123").status_code == 429
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(minutes=5, seconds=1))
+    assert login(Client(), "owner", "pw-owner-123").status_code == 302
+
+
 def test_a_spray_of_usernames_from_one_address_is_stopped(
     world: World, counting: type[CountingHasher], settings: Any
 ) -> None:
