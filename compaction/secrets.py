@@ -38,7 +38,7 @@ import bisect
 import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,23 +296,32 @@ def _masked(text: str, findings: Sequence[Finding]) -> tuple[str, list[Finding]]
     return "".join(pieces), moved
 
 
-def _strings(value: object, field: str) -> list[tuple[str, str]]:
-    """Every string of a JSON ``value`` (not object keys), with its field path."""
-    found: list[tuple[str, str]] = []
-    stack: list[tuple[str, object]] = [(field, value)]
+#: A place in a JSON value: (the container's place or None at the top, the key or index in
+#: it, the value there). Places point up, so a path is spelled only where a secret is found.
+_Place = tuple[Any, Any, Any]
+
+
+def _strings(value: object) -> Iterator[tuple[_Place, str]]:
+    """Every string of a JSON ``value`` (not object keys) with its place, at any depth."""
+    stack: list[_Place] = [(None, None, value)]
     while stack:
-        path, item = stack.pop()
+        place = stack.pop()
+        item = place[2]
         if isinstance(item, str):
-            found.append((path, item))
+            yield place, item
         elif isinstance(item, Mapping):
-            stack += [(_join(path, str(k)), v) for k, v in reversed(list(item.items()))]
+            stack += [(place, k, v) for k, v in reversed(list(item.items()))]
         elif isinstance(item, list | tuple):
-            stack += [(_join(path, str(i)), v) for i, v in reversed(list(enumerate(item)))]
-    return found
+            stack += [(place, i, v) for i, v in reversed(list(enumerate(item)))]
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+def _path(place: _Place, field: str) -> str:
+    """The field path of ``place`` under ``field`` (``metadata.tags.1``)."""
+    keys: list[str] = []
+    while place[0] is not None:
+        keys.append(str(place[1]))
+        place = place[0]
+    return ".".join([field, *reversed(keys)] if field else reversed(keys))
 
 
 def scan_value(value: object, field: str = "") -> list[Finding]:
@@ -323,41 +332,50 @@ def scan_value(value: object, field: str = "") -> list[Finding]:
     [('uri-password', 'request.db.0')]
     """
     found: list[Finding] = []
-    for path, text in _strings(value, field):
-        found += findings_in(text, path)
+    for place, text in _strings(value):
+        here = findings_in(text)
+        if here:
+            path = _path(place, field)
+            found += [dataclasses.replace(f, field=path) for f in here]
     return found
 
 
 def mask_value(value: Any, field: str = "") -> tuple[Any, list[Finding]]:
-    """``value`` with every secret in its strings masked (lists and objects copied where they
-    hold one, shared where not), and the findings at the masks' offsets.
+    """``value`` with every secret in its strings masked, and the findings at the masks'
+    offsets. What holds a secret is copied (objects as dicts, arrays as lists), the rest shared;
+    ``value`` itself is never changed. Any depth: nothing here recurses.
 
     >>> mask_value({"url": "redis://:hunter2@cache:6379"})[0]
     {'url': 'redis://:[SECRET:uri-password]@cache:6379'}
     """
     out: list[Finding] = []
-    return _mask_value(value, field, out), out
-
-
-def _mask_value(value: Any, field: str, out: list[Finding]) -> Any:
-    if isinstance(value, str):
-        found = findings_in(value, field)
-        if not found:
-            return value
-        text, moved = _masked(value, found)
+    root: list[Any] = [value]
+    copies: dict[int, Any] = {}
+    for place, text in _strings(value):
+        here = findings_in(text)
+        if not here:
+            continue
+        path = _path(place, field)
+        masked, moved = _masked(text, [dataclasses.replace(f, field=path) for f in here])
         out += moved
-        return text
-    if isinstance(value, Mapping):
-        items = {k: _mask_value(v, _join(field, str(k)), out) for k, v in value.items()}
-        if all(items[k] is value[k] for k in items):
-            return value
-        return items
-    if isinstance(value, list | tuple):
-        masked = [_mask_value(v, _join(field, str(i)), out) for i, v in enumerate(value)]
-        if all(a is b for a, b in zip(masked, value, strict=True)):
-            return value
-        return type(value)(masked) if isinstance(value, tuple) else masked
-    return value
+        # Copy the containers from the string up to the first one copied already (or the top).
+        child: _Place = place
+        new: Any = masked
+        while True:
+            parent = child[0]
+            if parent is None:
+                root[0] = new
+                break
+            container = parent[2]
+            copy = copies.get(id(container))
+            if copy is not None:
+                copy[child[1]] = new
+                break
+            copy = dict(container) if isinstance(container, Mapping) else list(container)
+            copies[id(container)] = copy
+            copy[child[1]] = new
+            child, new = parent, copy
+    return root[0], out
 
 
 def _mirrored(part: Part) -> str | None:
@@ -384,11 +402,22 @@ def _texts(parts: Sequence[Part], prefix: str) -> list[tuple[str, str]]:
             texts += _texts(part.content, f"{prefix}{at}.content.")
         elif isinstance(part, MediaPart) and part.url is not None:
             texts.append((f"{prefix}{at}.url", part.url))
+    return texts
+
+
+def _extras(parts: Sequence[Part], prefix: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ``extra`` of each of ``parts`` that has one (but the verbatim item its text is the
+    JSON of), with its field path."""
+    extras: list[tuple[str, Mapping[str, Any]]] = []
+    for at, part in enumerate(parts):
         if part.extra:
             mirrored = _mirrored(part)
-            extra = {k: v for k, v in part.extra.items() if k != mirrored}
-            texts += _strings(extra, f"{prefix}{at}.extra")
-    return texts
+            extras.append(
+                (f"{prefix}{at}.extra", {k: v for k, v in part.extra.items() if k != mirrored})
+            )
+        if isinstance(part, ToolResultPart):
+            extras += _extras(part.content, f"{prefix}{at}.content.")
+    return extras
 
 
 def scan_parts(parts: Sequence[Part]) -> list[Finding]:
@@ -398,7 +427,9 @@ def scan_parts(parts: Sequence[Part]) -> list[Finding]:
     found: list[Finding] = []
     for field, text in _texts(parts, "parts."):
         found += findings_in(text, field)
-    return found
+    for field, extra in _extras(parts, "parts."):
+        found += scan_value(extra, field)
+    return sorted(found, key=lambda f: int(f.field.split(".")[1]))  # by part, stably
 
 
 def scan_message(message: Message) -> list[Finding]:
@@ -420,17 +451,13 @@ def _masked_at(
 def _masked_extra(
     extra: Mapping[str, Any], field: str, by_field: dict[str, list[Finding]], out: list[Finding]
 ) -> Mapping[str, Any]:
-    """``extra`` with its strings masked where ``by_field`` found secrets (rescanned there: a key
-    holding a dot could make two strings share a path)."""
-    if not any(f == field or f.startswith(field + ".") for f in by_field):
+    """``extra`` with its strings masked when ``by_field`` found secrets in it (rescanned: a
+    key holding a dot could make two strings share a path)."""
+    if not any(f.startswith(field + ".") for f in by_field):
         return extra
-    return dict(extra) | {
-        k: _mask_value(v, _join(field, str(k)), out)
-        for k, v in extra.items()
-        if any(
-            f == _join(field, str(k)) or f.startswith(_join(field, str(k)) + ".") for f in by_field
-        )
-    }
+    masked, moved = mask_value(extra, field)
+    out += moved
+    return dict(masked)
 
 
 def _mask_parts(

@@ -237,3 +237,21 @@ def test_a_message_is_scanned_in_its_extra_its_media_urls_and_its_verbatim_items
         **item,
         "url": "postgres://app:[SECRET:uri-password]@db/app",
     }
+
+
+def test_a_value_nested_past_the_recursion_limit_is_scanned_and_masked() -> None:
+    value: object = "amqp://u:p@h"
+    for depth in range(5000):
+        value = {"k": [value]} if depth % 2 else [value]
+    assert [f.kind for f in scan_value(value)] == ["uri-password"]
+    masked, [finding] = mask_value(value)
+    assert finding.field.endswith(".0")
+    assert finding.field.count(".") == 7499
+    assert _innermost(masked) == "amqp://u:[SECRET:uri-password]@h"
+    assert _innermost(value) == "amqp://u:p@h", "the value given is not changed"
+
+
+def _innermost(value: object) -> object:
+    while not isinstance(value, str):
+        value = value["k"][0] if isinstance(value, dict) else value[0]  # type: ignore[index]
+    return value
