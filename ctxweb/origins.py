@@ -39,12 +39,12 @@ def origin_of(text: str) -> Origin | None:
         port = parts.port
     except ValueError:
         return None
-    scheme = parts.scheme.lower()
-    if scheme not in DEFAULT_PORTS or not _is_host(parts.hostname or ""):
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in DEFAULT_PORTS or not _is_host(host):
         return None
     if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
         return None
-    return (scheme, parts.hostname.lower(), port if port is not None else DEFAULT_PORTS[scheme])
+    return (scheme, host, port if port is not None else DEFAULT_PORTS[scheme])
 
 
 def _is_host(name: str) -> bool:

@@ -55,9 +55,9 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 # The pages' origins, exact (scheme://host[:port]): a WebSocket opens only from one of them
 # (ctxweb.origins). By default those `make run` serves; behind a proxy, the public one(s), such as
 # https://ctxweb.example.com.
-_PORT = os.environ.get("PORT") or "8000"
 CTXWEB_ALLOWED_ORIGINS = envlist(
-    "CTXWEB_ALLOWED_ORIGINS", f"http://127.0.0.1:{_PORT},http://localhost:{_PORT}"
+    "CTXWEB_ALLOWED_ORIGINS",
+    "http://127.0.0.1:{port},http://localhost:{port}".format(port=os.environ.get("PORT") or 8000),
 )
 parse_origins(CTXWEB_ALLOWED_ORIGINS)
 # The reverse proxies in front of every web process (ctxweb.addresses): 0, clients connect
