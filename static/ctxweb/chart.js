@@ -96,7 +96,8 @@
   }
 
   function yMax() {
-    var top = config.window || 1;
+    // a policy's trigger in tokens may lie above the window: keep its line on the chart
+    var top = Math.max(config.window || 1, config.trigger || 0);
     for (var i = 0; i < turns.length; i++) {
       var t = turns[i];
       top = Math.max(top, t.window, t.total);
@@ -199,7 +200,7 @@
       { value: config.window, color: "#111827", dash: [], name: "window" },
       { value: config.usable, color: "#374151", dash: [6, 4], name: "usable" },
       { value: config.trigger, color: "#dc2626", dash: [3, 3], name: "trigger" }
-    ];
+    ].sort(function (a, b) { return b.value - a.value; }); // top to bottom, whatever the policy
     ctx.textAlign = "left";
     var lastLabel = -Infinity;
     lines.forEach(function (line) {
