@@ -33,12 +33,14 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction.errors import FormatError
+from compaction.usage import token_count
 
 __all__ = [
     "CapturedCall",
@@ -126,12 +128,34 @@ def captured_call(span: Span) -> CapturedCall | None:
 # --- shared helpers ------------------------------------------------------------------------------
 
 
+class _NotFinite(ValueError):
+    """JSON text holding ``NaN`` or an infinite number, which :mod:`json` reads and no database
+    stores (PostgreSQL's ``jsonb`` and SQLite's ``JSON_VALID`` refuse it) nor client reads back."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(f"{text} is out of range for a JSON number")
+    return value
+
+
+def _loads(text: str) -> Any:
+    """:func:`json.loads`, refusing what JSON has no number for (``NaN``, ``Infinity``, ``1e999``)
+    with :class:`_NotFinite`."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
 def _json(value: Any, path: str) -> Any:
     """An attribute that holds JSON: a string is decoded, structured values pass through."""
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return _loads(value)
     except (ValueError, RecursionError) as error:
         raise FormatError(path, f"is not JSON ({error})") from None
 
@@ -140,24 +164,31 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool):
+def _count(a: Mapping[str, Any], name: str | None, prefix: str = "") -> int:
+    """The token count in attribute (or key) ``name`` of ``a``, 0 when absent: a whole number
+    within :data:`compaction.usage.MAX_TOKENS`, as a number or as ASCII digits
+    (:func:`compaction.usage.token_count`); an error names ``prefix`` and ``name``."""
+    if name is None:
         return 0
-    if isinstance(value, int):
-        return max(0, value)
-    if isinstance(value, float) and value.is_integer():
-        return max(0, int(value))
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    return 0
+    return token_count(a.get(name), f"{prefix}{name}", text=True)
 
 
-def _usage(input_tokens: Any, output_tokens: Any, read: Any = 0, write: Any = 0) -> dict[str, int]:
+def _usage(
+    a: Mapping[str, Any],
+    input_tokens: str,
+    output_tokens: str,
+    read: str | None = None,
+    write: str | None = None,
+    *,
+    prefix: str = "",
+) -> dict[str, int]:
+    """Usage from the counts ``a`` holds under the names given (cache reads and writes are
+    optional), each checked as :func:`_count` does."""
     return {
-        "input_tokens": _count(input_tokens),
-        "output_tokens": _count(output_tokens),
-        "cache_read_tokens": _count(read),
-        "cache_write_tokens": _count(write),
+        "input_tokens": _count(a, input_tokens, prefix),
+        "output_tokens": _count(a, output_tokens, prefix),
+        "cache_read_tokens": _count(a, read, prefix),
+        "cache_write_tokens": _count(a, write, prefix),
     }
 
 
@@ -181,7 +212,7 @@ def _chat_request(
     request: dict[str, Any] = {"model": _model(a) or "unknown", "messages": messages}
     if tools:
         request["tools"] = tools
-    max_tokens = _count(a.get("gen_ai.request.max_tokens"))
+    max_tokens = _count(a, "gen_ai.request.max_tokens")
     if max_tokens:
         request["max_tokens"] = max_tokens
     return request
@@ -322,13 +353,14 @@ def _gen_ai_tools(raw: Any) -> list[dict[str, Any]]:
 def _gen_ai_usage(a: Mapping[str, Any]) -> dict[str, int] | None:
     if "gen_ai.usage.input_tokens" in a or "gen_ai.usage.output_tokens" in a:
         return _usage(
-            a.get("gen_ai.usage.input_tokens"),
-            a.get("gen_ai.usage.output_tokens"),
-            a.get("gen_ai.usage.cache_read.input_tokens"),
-            a.get("gen_ai.usage.cache_creation.input_tokens"),
+            a,
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_creation.input_tokens",
         )
     if "gen_ai.usage.prompt_tokens" in a:
-        return _usage(a.get("gen_ai.usage.prompt_tokens"), a.get("gen_ai.usage.completion_tokens"))
+        return _usage(a, "gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens")
     return None
 
 
@@ -356,14 +388,16 @@ def _gen_ai(span: Span) -> CapturedCall:
 
 
 def _flattened(a: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """``{prefix}.{i}.{key...}`` attributes as a list of nested dicts, in index order."""
-    found: dict[int, dict[str, Any]] = {}
-    pattern = re.compile(re.escape(prefix) + r"\.(\d+)\.(.+)")
+    """``{prefix}.{i}.{key...}`` attributes as a list of nested dicts, in index order. An index
+    is ASCII digits (``\\d`` would take ``²``, which :func:`int` refuses), of any length: ordered
+    without :func:`int` (which refuses thousands of digits) by :func:`_index_order`."""
+    found: dict[str, dict[str, Any]] = {}
+    pattern = re.compile(re.escape(prefix) + r"\.([0-9]+)\.(.+)")
     for name, value in a.items():
         match = pattern.fullmatch(name)
         if match is None:
             continue
-        node = found.setdefault(int(match.group(1)), {})
+        node = found.setdefault(match.group(1).lstrip("0") or "0", {})
         *parents, leaf = match.group(2).split(".")
         for key in parents:
             child = node.get(key)
@@ -371,18 +405,22 @@ def _flattened(a: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
                 child = node[key] = {}
             node = child
         node[leaf] = value
-    return [found[i] for i in sorted(found)]
+    return [found[i] for i in sorted(found, key=_index_order)]
+
+
+def _index_order(index: str) -> tuple[int, str]:
+    """The numeric order of indices written in ASCII digits, however many."""
+    digits = index.lstrip("0") or "0"
+    return len(digits), digits
 
 
 def _indexed(node: Any) -> list[Any]:
-    """A dict keyed by indices (``{"0": ..., "1": ...}``) as a list."""
+    """A dict keyed by indices (``{"0": ..., "1": ...}``, ASCII digits) as a list, in index
+    order; other keys (``"²"``, ``"x"``) are no index."""
     if not isinstance(node, Mapping):
         return []
-    return [
-        node[k]
-        for k in sorted(node, key=lambda k: int(k) if str(k).isdigit() else 0)
-        if str(k).isdigit()
-    ]
+    indices = [k for k in node if isinstance(k, str) and k.isascii() and k.isdigit()]
+    return [node[k] for k in sorted(indices, key=_index_order)]
 
 
 def _legacy_message(item: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -520,7 +558,9 @@ def _raw_request(a: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if a.get("input.mime_type") != "application/json" or not isinstance(raw, str):
         return None
     try:
-        request = json.loads(raw)
+        request = _loads(raw)
+    except _NotFinite as error:  # a request, but not one any database stores
+        raise FormatError("input.value", f"is not JSON ({error})") from None
     except (ValueError, RecursionError):
         return None
     if isinstance(request, Mapping) and ("messages" in request or "input" in request):
@@ -533,10 +573,11 @@ def _openinference(span: Span) -> CapturedCall:
     usage = None
     if "llm.token_count.prompt" in a or "llm.token_count.completion" in a:
         usage = _usage(
-            a.get("llm.token_count.prompt"),
-            a.get("llm.token_count.completion"),
-            a.get("llm.token_count.prompt_details.cache_read"),
-            a.get("llm.token_count.prompt_details.cache_write"),
+            a,
+            "llm.token_count.prompt",
+            "llm.token_count.completion",
+            "llm.token_count.prompt_details.cache_read",
+            "llm.token_count.prompt_details.cache_write",
         )
     provider = str(
         a.get("llm.provider") or a.get("llm.system") or a.get("gen_ai.provider.name") or ""
@@ -593,22 +634,31 @@ def _is_generation(a: Mapping[str, Any]) -> bool:
     return kind == "generation" or (kind is None and _model(a) is not None)
 
 
-def langfuse_usage(details: Any) -> dict[str, int] | None:
+def _first_key(details: Mapping[str, Any], *names: str) -> str | None:
+    """The first of ``names`` that ``details`` gives a count other than 0."""
+    return next((n for n in names if details.get(n) is not None and details[n] != 0), None)
+
+
+def langfuse_usage(details: Any, path: str = "usage") -> dict[str, int] | None:
     """Langfuse usage (``usageDetails``, the legacy ``usage``, or an OpenAI usage object passed
     through) normalized: Langfuse's ``input`` is what was neither read from nor written to the
-    cache, so those are added back."""
+    cache, so those are added back. Each count is checked as :func:`compaction.usage.token_count`
+    does, an error naming ``path`` and the key (``usage.input``); their sum is checked where it
+    is stored (:func:`compaction.usage.normalize_usage`)."""
     if not isinstance(details, Mapping):
         return None
-    read = details.get("input_cached_tokens") or details.get("cache_read_input_tokens") or 0
-    write = details.get("input_cache_creation") or details.get("cache_creation_input_tokens") or 0
+    read = _first_key(details, "input_cached_tokens", "cache_read_input_tokens")
+    write = _first_key(details, "input_cache_creation", "cache_creation_input_tokens")
+    prefix = f"{path}."
     if "prompt_tokens" in details or "promptTokens" in details:  # OpenAI-style
-        prompt = details.get("prompt_tokens", details.get("promptTokens"))
-        completion = details.get("completion_tokens", details.get("completionTokens"))
-        return _usage(prompt, completion, read, write)
+        prompt = "prompt_tokens" if "prompt_tokens" in details else "promptTokens"
+        completion = "completion_tokens" if "completion_tokens" in details else "completionTokens"
+        return _usage(details, prompt, completion, read, write, prefix=prefix)
     if "input" not in details and "output" not in details:
         return None
-    total_input = _count(details.get("input")) + _count(read) + _count(write)
-    return _usage(total_input, details.get("output"), read, write)
+    usage = _usage(details, "input", "output", read, write, prefix=prefix)
+    usage["input_tokens"] += usage["cache_read_tokens"] + usage["cache_write_tokens"]
+    return usage
 
 
 def langfuse_call(
@@ -619,12 +669,14 @@ def langfuse_call(
     usage: Any,
     parameters: Any = None,
     provider: str = "",
+    usage_path: str = "usage",
 ) -> CapturedCall:
     """A Langfuse generation (``input`` messages or request, ``output``, ``model``, usage
     details, model parameters) as the call it records.
 
     Raises:
-        FormatError: ``input`` is neither a list of messages nor a request.
+        FormatError: ``input`` is neither a list of messages nor a request, or a count of
+            ``usage`` is no token count (the error names ``usage_path`` and its key).
     """
     request: Mapping[str, Any]
     if isinstance(input, list):
@@ -647,7 +699,7 @@ def langfuse_call(
         format=format,
         request=dict(request),
         response=response if format == "openai-chat" else [],
-        usage=langfuse_usage(usage),
+        usage=langfuse_usage(usage, usage_path),
         model=model,
         unknown=() if request.get("tools") else ("tools",),
     )
@@ -669,6 +721,7 @@ def _langfuse(span: Span) -> CapturedCall:
                 "langfuse.observation.model.parameters",
             ),
             provider=str(a.get("gen_ai.system") or a.get("gen_ai.provider.name") or ""),
+            usage_path="usage_details",
         )
     except FormatError as error:
         raise FormatError(f"langfuse.observation.{error.path}", error.reason) from None

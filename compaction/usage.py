@@ -11,21 +11,65 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from compaction.errors import FormatError
 
-__all__ = ["normalize_usage"]
+__all__ = ["MAX_TOKENS", "normalize_usage", "token_count"]
+
+#: The largest token count a usage may report, and a turn store: a signed 32-bit integer, what a
+#: database ``integer`` column holds (PostgreSQL's; ctxweb's token columns are such). No model
+#: reads or writes anywhere near it in one call: the largest windows are a few million tokens.
+MAX_TOKENS = 2**31 - 1
+
+
+def token_count(value: Any, path: str, *, text: bool = False, maximum: int = MAX_TOKENS) -> int:
+    """``value`` as a token count: a whole number from 0 to ``maximum`` (an integer, or a float
+    with no fraction; with ``text``, also a string of ASCII digits, as telemetry attributes may
+    carry it). ``None`` is 0 (not reported). Every count a usage reports goes through here.
+
+    Raises:
+        FormatError: anything else (a boolean, a negative or fractional number, NaN, a number
+            past ``maximum``, other text); ``path`` names the field.
+
+    Example:
+        >>> token_count(12.0, "usage.input_tokens"), token_count("40", "n", text=True)
+        (12, 40)
+    """
+    if value is None:
+        return 0
+    count: int | None = None
+    if isinstance(value, bool):
+        count = None
+    elif isinstance(value, int):
+        count = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        count = int(value)
+    elif text and isinstance(value, str):
+        digits = value.strip()
+        if digits.isascii() and digits.isdigit():
+            # never int() of thousands of digits: past the bound's length it is past the bound
+            count = int(digits) if len(digits.lstrip("0")) <= len(str(maximum)) else maximum + 1
+    if count is None or not 0 <= count <= maximum:
+        raise FormatError(path, f"expected a whole number from 0 to {maximum}")
+    return count
 
 
 def _int(usage: Mapping[str, Any], key: str, path: str) -> int:
-    value = usage.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise FormatError(f"{path}.{key}", "expected a non-negative number")
-    return int(value)
+    return token_count(usage.get(key), f"{path}.{key}")
+
+
+def _input(path: str, key: str, *counts: int) -> int:
+    """Input tokens added up from their parts (uncached, cache reads, cache writes): the sum is
+    stored too, so it is held to the same bound, and the error names the field sent as input."""
+    total = sum(counts)
+    if total > MAX_TOKENS:
+        raise FormatError(
+            f"{path}.{key}", f"with the cache reads and writes, {total} is past {MAX_TOKENS}"
+        )
+    return total
 
 
 def normalize_usage(usage: Mapping[str, Any], *, path: str = "usage") -> dict[str, int]:
@@ -33,7 +77,8 @@ def normalize_usage(usage: Mapping[str, Any], *, path: str = "usage") -> dict[st
     ``cache_read_tokens`` and ``cache_write_tokens``.
 
     Raises:
-        FormatError: a count is not a non-negative number, or ``usage`` is not an object.
+        FormatError: a count is not a whole number from 0 to :data:`MAX_TOKENS`
+            (:func:`token_count`), nor their sum, or ``usage`` is not an object.
     """
     if not isinstance(usage, Mapping):
         raise FormatError(path, "expected an object")
@@ -54,7 +99,9 @@ def normalize_usage(usage: Mapping[str, Any], *, path: str = "usage") -> dict[st
         read = _int(usage, "cache_read_input_tokens", path)
         write = _int(usage, "cache_creation_input_tokens", path)
         return {
-            "input_tokens": _int(usage, "input_tokens", path) + read + write,
+            "input_tokens": _input(
+                path, "input_tokens", _int(usage, "input_tokens", path), read, write
+            ),
             "output_tokens": _int(usage, "output_tokens", path),
             "cache_read_tokens": read,
             "cache_write_tokens": write,

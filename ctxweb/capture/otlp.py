@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,6 +44,17 @@ def inflate(body: bytes, encoding: str, limit: int) -> bytes:
         raise BadExport(str(error)) from None
 
 
+#: The smallest and largest ``intValue``: OTLP's is a signed 64-bit integer.
+INT64 = (-(2**63), 2**63 - 1)
+#: How a double that JSON has no number for is kept: as its name, which no database refuses and
+#: no count accepts (a NaN token count is refused naming its attribute, not stored).
+_NOT_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _double(value: float) -> float | str:
+    return value if math.isfinite(value) else _NOT_FINITE[repr(value)]
+
+
 # --- protobuf ------------------------------------------------------------------------------------
 
 
@@ -50,6 +62,8 @@ def _any_value(value: Any) -> Any:
     kind = value.WhichOneof("value")
     if kind is None:
         return None
+    if kind == "double_value":
+        return _double(value.double_value)
     if kind == "array_value":
         return [_any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
@@ -105,22 +119,27 @@ def _field(node: Mapping[str, Any], camel: str) -> Any:
 def _json_value(value: Any, path: str) -> Any:
     if not isinstance(value, Mapping):
         raise BadExport(f"{path}: expected an AnyValue object")
-    for key, read in (
-        ("stringValue", str),
-        ("boolValue", bool),
-        ("doubleValue", float),
-    ):
+    for key in ("stringValue", "boolValue"):
         found = _field(value, key)
         if found is not None:
             if not isinstance(found, (str, bool, int, float)):
                 raise BadExport(f"{path}.{key}: expected a scalar")
-            return read(found) if key != "boolValue" else bool(found)
+            return str(found) if key == "stringValue" else bool(found)
+    found = _field(value, "doubleValue")
+    if found is not None:
+        try:
+            return _double(float(found))
+        except (TypeError, ValueError):
+            raise BadExport(f"{path}.doubleValue: expected a number") from None
     found = _field(value, "intValue")
     if found is not None:
         try:
-            return int(found)
-        except (TypeError, ValueError):
+            number = int(found)  # a string of digits (OTLP JSON's int64), or a number
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999, read as inf
             raise BadExport(f"{path}.intValue: expected an integer") from None
+        if not INT64[0] <= number <= INT64[1]:
+            raise BadExport(f"{path}.intValue: expected a 64-bit integer")
+        return number
     found = _field(value, "arrayValue")
     if found is not None:
         values = _field(found, "values") or [] if isinstance(found, Mapping) else None
@@ -184,7 +203,8 @@ def _list(
 
 def spans_from_json(data: bytes) -> list[Span]:
     try:
-        document = json.loads(data)
+        # NaN and Infinity are read as their names: only a doubleValue may hold one (_double)
+        document = json.loads(data, parse_constant=str)
     except (ValueError, RecursionError) as error:
         raise BadExport(f"not JSON ({error})") from None
     if not isinstance(document, Mapping):
@@ -202,7 +222,7 @@ def spans_from_json(data: bytes) -> list[Span]:
                 path = f"{where}.scopeSpans.{s}.spans.{n}"
                 try:
                     start = int(_field(span, "startTimeUnixNano") or 0)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     raise BadExport(f"{path}.startTimeUnixNano: expected an integer") from None
                 spans.append(
                     Span(

@@ -11,7 +11,8 @@ span that cannot be read is rejected with its reason, and the others still land.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,10 @@ from compaction.telemetry import (
     SpanEvent,
     captured_call,
     langfuse_call,
+    langfuse_usage,
     session_key,
 )
+from compaction.usage import normalize_usage
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services.ingest import (
@@ -111,6 +114,8 @@ def spans_ingest(*, project: Project, spans: Sequence[Span]) -> CaptureResult:
 LANGFUSE_TURN_PREFIX = "lf:"
 #: How long a trace's session is remembered for generations that arrive in later batches.
 TRACE_SESSION_SECONDS = 24 * 3600
+#: How long the usage of an update that came before its generation's create is kept for it.
+PENDING_USAGE_SECONDS = 24 * 3600
 #: Event types that are accepted and have nothing for ctxweb.
 IGNORED_TYPES = frozenset({"span-create", "span-update", "event-create", "score-create", "sdk-log"})
 GENERATION_TYPES = frozenset({"generation-create", "generation-update"})
@@ -127,8 +132,18 @@ class EventOutcome:
     message: str = ""
 
 
+def _cache_key(kind: str, project: Project, langfuse_id: str) -> str:
+    # hashed: a Langfuse id is any text, and a cache key holds no spaces or control characters
+    digest = hashlib.sha256(langfuse_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"ctxweb:lf-{kind}:{project.pk}:{digest}"
+
+
 def _trace_session_key(project: Project, trace_id: str) -> str:
-    return f"ctxweb:lf-trace:{project.pk}:{trace_id}"
+    return _cache_key("trace", project, trace_id)
+
+
+def _pending_usage_key(project: Project, generation_id: str) -> str:
+    return _cache_key("usage", project, generation_id)
 
 
 def langfuse_batch_ingest(*, project: Project, batch: Sequence[Any]) -> list[EventOutcome]:
@@ -138,8 +153,10 @@ def langfuse_batch_ingest(*, project: Project, batch: Sequence[Any]) -> list[Eve
     in later batches); ``generation-create`` and ``-update`` events are merged by the
     generation's id, and a generation with its ``input`` becomes a turn of its trace's session
     (else of the trace, by its id) with ``turn_id`` ``lf:<id>``. Usage that arrives in a later
-    update is reported on the stored turn. Spans, events, scores and SDK logs are accepted and
-    ignored; an event that cannot be read gets its own error, and the rest still land.
+    update is reported on the stored turn; an update that comes before its create (batches are
+    sent concurrently) has its usage kept for a day and reported when the create arrives. Spans,
+    events, scores and SDK logs are accepted and ignored; an event that cannot be read (usage
+    that is no token count included) gets its own error, and the rest still land.
     """
     outcomes: dict[int, EventOutcome] = {}
     traces: dict[str, str] = {}
@@ -154,8 +171,13 @@ def langfuse_batch_ingest(*, project: Project, batch: Sequence[Any]) -> list[Eve
             continue
         kind, body = event.get("type"), event["body"]
         if kind == "trace-create":
-            if isinstance(body.get("id"), str) and isinstance(body.get("sessionId"), str):
-                traces[body["id"]] = body["sessionId"]
+            session = body.get("sessionId")
+            problem = session_id_problem(session) if isinstance(session, str) else None
+            if problem is not None:  # not remembered: its generations go to the trace's id
+                outcomes[position] = EventOutcome(event_id, 400, f"body.sessionId: {problem}")
+                continue
+            if isinstance(body.get("id"), str) and isinstance(session, str):
+                traces[body["id"]] = session
             outcomes[position] = EventOutcome(event_id, 201)
         elif kind in GENERATION_TYPES or (
             kind in OBSERVATION_TYPES and str(body.get("type", "")).upper() == "GENERATION"
@@ -191,19 +213,15 @@ def _generation_ingest(
 ) -> tuple[int, str] | None:
     """Store or complete one merged generation; (status, message) when it cannot be."""
     turn_id = f"{LANGFUSE_TURN_PREFIX}{generation_id}"
-    usage_details = body.get("usageDetails") or body.get("usage")
-    if "input" not in body:  # an update of a generation stored before: its usage, if any
-        turn = Turn.objects.filter(session__project=project, turn_id=turn_id).first()
-        call_usage = None
-        if turn is not None and usage_details is not None:
-            try:
-                call_usage = langfuse_call(
-                    input=[], output=None, model=None, usage=usage_details
-                ).usage
-            except FormatError:
-                call_usage = None
-        if turn is not None and call_usage:
-            _report_usage(turn, call_usage)
+    usage_path = "usageDetails" if body.get("usageDetails") else "usage"
+    usage_details = body.get(usage_path)
+    if "input" not in body:  # an update: its usage, for the generation's turn
+        try:
+            usage = _langfuse_usage(usage_details, usage_path)
+        except FormatError as error:
+            return 400, f"{error.path}: {error.reason}"
+        if usage is not None:
+            _usage_for_turn(project, generation_id, turn_id, usage)
         return None
     trace_id = str(body.get("traceId") or "")
     session = traces.get(trace_id) or (
@@ -220,6 +238,7 @@ def _generation_ingest(
             model=body.get("model") if isinstance(body.get("model"), str) else None,
             usage=usage_details,
             parameters=body.get("modelParameters"),
+            usage_path=usage_path,
         )
         stored = turn_ingest(
             project=project,
@@ -238,11 +257,40 @@ def _generation_ingest(
     except (SessionFormatConflict, TurnConflict) as error:
         return 409, str(error) or "the generation was stored with another input"
     if not stored.created and call.usage:
-        _report_usage(stored.turn, call.usage)
+        _report_usage(stored.turn, normalize_usage(call.usage))
+    pending = _pending_usage_key(project, generation_id)
+    early = cache.get(pending)
+    if early is not None:  # an update that came before this create
+        _report_usage(stored.turn, early)
+        cache.delete(pending)
     return None
 
 
-def _report_usage(turn: Any, usage: dict[str, int]) -> None:
+def _langfuse_usage(details: Any, path: str) -> dict[str, int] | None:
+    """An update's usage, normalized and held to the bounds every usage is held to
+    (:func:`compaction.usage.normalize_usage`); None when it reports none."""
+    usage = langfuse_usage(details, path)
+    return normalize_usage(usage) if usage else None
+
+
+def _usage_for_turn(
+    project: Project, generation_id: str, turn_id: str, usage: Mapping[str, int]
+) -> None:
+    """Report ``usage`` on the generation's turn, or keep it for the turn's create: kept first,
+    then looked for again, so that a create stored meanwhile by another request finds it or is
+    found (reporting twice changes nothing: a turn that has usage keeps it)."""
+    turn = Turn.objects.filter(session__project=project, turn_id=turn_id).first()
+    if turn is None:
+        pending = _pending_usage_key(project, generation_id)
+        cache.set(pending, dict(usage), PENDING_USAGE_SECONDS)
+        turn = Turn.objects.filter(session__project=project, turn_id=turn_id).first()
+        if turn is None:
+            return
+        cache.delete(pending)
+    _report_usage(turn, usage)
+
+
+def _report_usage(turn: Any, usage: Mapping[str, int]) -> None:
     """Give a stored turn the usage its provider reported later (a Langfuse update): what it
     reported beyond what ctxweb counted becomes ``unattributed``. A turn that has usage keeps it."""
     if turn.reported_input_tokens is not None:
@@ -252,7 +300,7 @@ def _report_usage(turn: Any, usage: dict[str, int]) -> None:
     total = turn.counted_tokens + unattributed
     regions = {**turn.regions, "unattributed": unattributed}
     Turn.objects.filter(pk=turn.pk, reported_input_tokens__isnull=True).update(
-        usage=usage, reported_input_tokens=reported, regions=regions, total_tokens=total
+        usage=dict(usage), reported_input_tokens=reported, regions=regions, total_tokens=total
     )
     session = Session.objects.get(pk=turn.session_id)
     if session.turn_count == turn.index + 1:  # the latest turn: the session's fill follows it

@@ -4,6 +4,7 @@ with its retries, its delta on the previous turn and the compaction events it sh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,10 @@ ROUTE_WORDS = frozenset({"turns", "preview", "operations", "context", "export", 
 #: The longest session id and model name: their columns' lengths.
 EXTERNAL_ID_MAX = 200
 MODEL_MAX = 200
+#: What no session id or model name holds: control characters (PostgreSQL refuses NUL in text;
+#: a newline makes an id unreachable by any route, others unreadable wherever it is shown) and
+#: lone surrogates, which no database encodes (capture reads ids from JSON's ``\ud800``).
+_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 #: Where each format puts its output reserve, for the error that names it.
 _RESERVE_FIELD = {
     "openai-chat": "request.max_tokens",
@@ -103,6 +108,8 @@ def session_id_problem(external_id: str) -> str | None:
         return "must not be empty"
     if len(external_id) > EXTERNAL_ID_MAX:
         return f"at most {EXTERNAL_ID_MAX} characters"
+    if _UNSTORABLE.search(external_id):
+        return "must not hold control characters (U+0000-U+001F, U+007F-U+009F) or lone surrogates"
     segments = external_id.split("/")
     if any(s in ("", ".", "..") for s in segments):
         return "no empty, '.' or '..' segment between slashes"
@@ -114,10 +121,10 @@ def session_id_problem(external_id: str) -> str | None:
     return None
 
 
-def _check_storable(
-    *, external_id: str, context: Context, model: str | None, usage: Mapping[str, Any] | None
-) -> None:
-    """Refuse what the database cannot hold, before anything is written, naming the field."""
+def _check_storable(*, external_id: str, context: Context, model: str | None) -> None:
+    """Refuse what the database cannot hold, before anything is written, naming the field.
+    Usage is checked where it is normalized, the one check of every way in
+    (:func:`compaction.usage.normalize_usage`)."""
     problem = session_id_problem(external_id)
     if problem is not None:
         raise FormatError("external_id", problem)
@@ -131,9 +138,8 @@ def _check_storable(
     for path, name in (("model", model), ("request.model", requested)):
         if isinstance(name, str) and len(name) > MODEL_MAX:
             raise FormatError(path, f"at most {MODEL_MAX} characters")
-    for key, value in (usage or {}).items():
-        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= MAX_COUNT:
-            raise FormatError(f"usage.{key}", f"must be between 0 and {MAX_COUNT}")
+        if isinstance(name, str) and _UNSTORABLE.search(name):
+            raise FormatError(path, "must not hold control characters or lone surrogates")
 
 
 class SessionFormatConflict(Exception):
@@ -241,10 +247,8 @@ def turn_ingest(
     """
     # Only a turn with a turn_id can be retried: hash the body only then.
     hashed = body is not None and turn_id is not None
-    normalized = normalize_usage(usage) if usage else None
-    _check_storable(external_id=external_id, context=context, model=model, usage=usage)
-    if normalized:
-        _check_storable(external_id=external_id, context=context, model=None, usage=normalized)
+    normalized = normalize_usage(usage) if usage else None  # every count within its column
+    _check_storable(external_id=external_id, context=context, model=model)
     key = (project.pk, external_id)
     with transaction.atomic():
         # What this process stored for the previous turn, if it still is the previous turn: the
