@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 #: Each scheme an origin may have, and its default port.
@@ -70,6 +71,35 @@ def parse_origins(values: Iterable[str]) -> frozenset[Origin]:
             )
         origins.add(origin)
     return frozenset(origins)
+
+
+#: Hosts a browser reaches only from the machine itself (``make run``): never checked.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def check_origins_cover_hosts(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A deploy check (``manage.py check --deploy``): a warning naming each host of
+    ``ALLOWED_HOSTS`` (loopback and wildcards aside) that no configured origin has, since the
+    pages served there could not open their WebSocket (live updates)."""
+    hosts = {host for _, host, _ in parse_origins(settings.CTXWEB_ALLOWED_ORIGINS)}
+    missing = [
+        name
+        for name in settings.ALLOWED_HOSTS
+        if name != "*"
+        and not name.startswith(".")
+        and name.strip("[]").lower() not in hosts | LOOPBACK_HOSTS
+    ]
+    if not missing:
+        return []
+    return [
+        checks.Warning(
+            f"No origin in CTXWEB_ALLOWED_ORIGINS has the host(s) {', '.join(missing)} of"
+            " ALLOWED_HOSTS: the pages served there cannot open their WebSocket (live updates).",
+            hint="Set CTXWEB_ALLOWED_ORIGINS to the pages' origins, such as"
+            " https://ctxweb.example.com (scheme, host and port).",
+            id="ctxweb.W001",
+        )
+    ]
 
 
 class OriginValidator:

@@ -52,6 +52,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         "DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(64),
         "ALLOWED_HOSTS": "ctxweb.example.com",
+        "CTXWEB_ALLOWED_ORIGINS": "https://ctxweb.example.com",
         "CTXWEB_DATA_DIR": str(tmp_path),
     }
 

@@ -15,9 +15,12 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import Client, override_settings
 
 from ctxweb.asgi import application
+from ctxweb.origins import check_origins_cover_hosts
 from tests.support.builders import body, history
 from tests.support.world import World
 
@@ -174,3 +177,12 @@ def test_a_setting_that_is_not_an_exact_origin_stops_the_process(
 def test_the_default_origins_follow_port(monkeypatch: pytest.MonkeyPatch) -> None:
     module = base_settings(monkeypatch, PORT="9123")
     assert module.CTXWEB_ALLOWED_ORIGINS == ["http://127.0.0.1:9123", "http://localhost:9123"]
+
+
+def test_the_deploy_check_names_a_host_no_origin_serves(settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["ctxweb.example.com", "localhost", "[::1]", ".example.org"]
+    settings.CTXWEB_ALLOWED_ORIGINS = ["http://127.0.0.1:8000"]
+    with pytest.raises(SystemCheckError, match=r"ctxweb\.W001.*ctxweb\.example\.com"):
+        call_command("check", "--deploy", "--tag", "security", "--fail-level", "WARNING")
+    settings.CTXWEB_ALLOWED_ORIGINS = ["https://ctxweb.example.com"]
+    assert "ctxweb.W001" not in [m.id for m in check_origins_cover_hosts()]
