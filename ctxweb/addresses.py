@@ -55,12 +55,14 @@ def client_address(request: Any) -> str | None:
 
 def _valid(text: str | None) -> str | None:
     """``text`` as a canonical IP address (an IPv4 address mapped into IPv6 as IPv4, IPv6
-    brackets dropped), or None when it is not one."""
+    brackets and zone dropped: PostgreSQL's ``inet`` refuses a zone), or None when it is not
+    one."""
     if not text:
         return None
     value = text.strip()
     if value.startswith("[") and value.endswith("]"):
         value = value[1:-1]
+    value = value.partition("%")[0]
     try:
         address = ipaddress.ip_address(value)
     except ValueError:
