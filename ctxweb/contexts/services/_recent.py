@@ -52,6 +52,9 @@ class _Recent:
     extra: Mapping[str, Any] | None = None
     extra_stored: Mapping[str, Any] | None = None
     extra_secrets: list[dict[str, Any]] | None = None
+    #: Whether the project masked secrets then (a project that turns masking on masks the
+    #: very next turn's options).
+    extra_masked: bool = False
 
 
 #: Sessions' latest turns as this process stored them (a bounded LRU), by project id and external

@@ -394,6 +394,7 @@ def turn_ingest(
             recent is not None
             and recent.extra is not None
             and recent.extra_stored is not None
+            and recent.extra_masked == project.mask_secrets
             and _typed_equal(recent.extra, options)
         ):
             extra, option_secrets = dict(recent.extra_stored), list(recent.extra_secrets or ())
@@ -512,6 +513,7 @@ def turn_ingest(
                 extra=options,
                 extra_stored=extra,
                 extra_secrets=option_secrets,
+                extra_masked=project.mask_secrets,
             ),
         )
         transaction.on_commit(lambda: live_events.turn_created(turn))

@@ -230,3 +230,15 @@ def test_with_masking_on_a_call_that_could_not_be_read_is_kept_masked(world: Wor
     assert files["request.json"].endswith(b"\xff"), "bytes that are not text are kept as they are"
     stored = json.loads(files["request.json"][:-1])
     assert stored["metadata"]["db"] == "postgres://admin:[SECRET:uri-password]@host/db"
+
+
+def test_the_turn_after_masking_is_turned_on_masks_the_same_options(world: World) -> None:
+    first = body()
+    post(world, "s3", first)
+    assert Turn.objects.get(session__external_id="s3", index=0).request_extra["user"] == GITHUB_PAT
+    masking(world)
+    second = body()
+    second["request"]["messages"].append({"role": "assistant", "content": "ok"})
+    post(world, "s3", second)
+    latest = Turn.objects.get(session__external_id="s3", index=1)
+    assert latest.request_extra["user"] == "[SECRET:github-pat]"
