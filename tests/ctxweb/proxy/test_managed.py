@@ -6,19 +6,15 @@ intact); after Undo the next call goes through whole."""
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from openai import OpenAI
 
+from tests.support.managed import OUTPUT, call_api, wait
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, daphne, embedded_env
-
-OUTPUT = "".join(f"line {n}: building src/module_{n % 7}.py ... ok\n" for n in range(600))
 
 
 @pytest.fixture(scope="module")
@@ -40,32 +36,6 @@ def server(
     key = create_key(env, role="operator")
     with daphne(env) as running:
         yield running.url, key
-
-
-def call_api(url: str, key: str, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(
-        f"{url}/api/v1/{path}",
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())
-
-
-def wait(check: Any, what: str) -> Any:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except urllib.error.HTTPError as error:  # not recorded yet: recording follows the answer
-            if error.code != 404:
-                raise
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within 60 s")
 
 
 def pairs_intact(messages: list[dict[str, Any]]) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
-from tests.ctxweb.proxy.test_managed import OUTPUT, call_api, wait
+from tests.support.managed import OUTPUT, call_api, wait
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, daphne, embedded_env
 
