@@ -201,6 +201,16 @@ def _list(
         yield i, item
 
 
+def _object(node: Mapping[str, Any], camel: str, path: str) -> Mapping[str, Any]:
+    """An optional object field (``resource``, ``scope``): ``{}`` when absent."""
+    found = _field(node, camel)
+    if found is None:
+        return {}
+    if not isinstance(found, Mapping):
+        raise BadExport(f"{path}.{camel}: expected an object")
+    return found
+
+
 def spans_from_json(data: bytes) -> list[Span]:
     try:
         # NaN and Infinity are read as their names: only a doubleValue may hold one (_double)
@@ -212,12 +222,12 @@ def spans_from_json(data: bytes) -> list[Span]:
     spans = []
     for r, resource_spans in _list(document, "resourceSpans", ""):
         where = f"resourceSpans.{r}"
-        resource_node = _field(resource_spans, "resource") or {}
+        resource_node = _object(resource_spans, "resource", where)
         resource = _json_attributes(
             _field(resource_node, "attributes"), f"{where}.resource.attributes"
         )
         for s, scope_spans in _list(resource_spans, "scopeSpans", where):
-            scope = _field(scope_spans, "scope") or {}
+            scope = _object(scope_spans, "scope", f"{where}.scopeSpans.{s}")
             for n, span in _list(scope_spans, "spans", f"{where}.scopeSpans.{s}"):
                 path = f"{where}.scopeSpans.{s}.spans.{n}"
                 try:
@@ -243,9 +253,7 @@ def spans_from_json(data: bytes) -> list[Span]:
                             for e, event in _list(span, "events", path)
                         ),
                         resource=resource,
-                        scope=str(_field(scope, "name") or "")
-                        if isinstance(scope, Mapping)
-                        else "",
+                        scope=str(_field(scope, "name") or ""),
                     )
                 )
     return spans

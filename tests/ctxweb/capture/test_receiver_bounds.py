@@ -168,6 +168,26 @@ def test_an_intvalue_past_64_bits_or_infinite_is_a_400_naming_it(world: World) -
     assert not Turn.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"resourceSpans": [{"resource": [None, None], "scopeSpans": []}]}, "resource"),
+        ({"resourceSpans": [{"scopeSpans": [{"scope": "x", "spans": []}]}]}, "scope"),
+        (
+            export({**span({}), "attributes": [{"key": "k", "value": {"doubleValue": "x"}}]}),
+            "double",
+        ),
+    ],
+    ids=["resource", "scope", "doubleValue"],
+)
+def test_a_field_of_the_wrong_type_is_a_400_naming_it(
+    world: World, document: dict[str, Any], field: str
+) -> None:
+    response = send(world, document)
+    assert response.status_code == 400, response.content[:300]
+    assert field in response.json()["message"]
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_a_request_carrying_nan_is_rejected_and_the_api_keeps_answering(
     world: World, constant: str
