@@ -348,6 +348,13 @@ def test_an_export_in_latin_1_is_a_400(world: World) -> None:
     assert not Turn.objects.exists()
 
 
+def test_a_protobuf_string_of_bad_utf_8_is_a_400(world: World) -> None:
+    body = proto_export("ABCD").replace(b"ABCD", b"\xff\xfe\xc0\x80")
+    response = send(world, body, content_type="application/x-protobuf")
+    assert response.status_code == 400
+    assert not Session.objects.exists()
+
+
 # --- Langfuse ------------------------------------------------------------------------------------
 
 
@@ -516,6 +523,19 @@ def test_a_langfuse_batch_holding_a_nul_or_a_lone_surrogate_is_a_400(
     assert not Session.objects.exists()
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "latin-1"])
+def test_a_langfuse_batch_in_another_encoding_than_utf_8_is_a_400(
+    world: World, encoding: str
+) -> None:
+    """JSON between systems is UTF-8 (RFC 8259), as Langfuse's SDKs send it; the OTLP receiver
+    also reads UTF-16 and UTF-32 (above), as :func:`json.loads` detects them."""
+    raw = json.dumps({"batch": [create(model="gpt-4o-café")]}, ensure_ascii=False)
+    response = ingest(world, raw=raw.encode(encoding))
+    assert response.status_code == 400
+    assert "UTF-8" in response.json()["error"]["message"]
+    assert not Session.objects.exists()
+
+
 def test_a_langfuse_model_of_5000_characters_is_the_events_400(world: World) -> None:
     error = errors(ingest(world, create(model="m" * 5000)))["create-g1"]
     assert error["status"] == 400
@@ -554,4 +574,35 @@ def test_a_rest_turns_usage_out_of_range_is_a_400_naming_the_key(
     )
     assert response.status_code == 400, response.content[:300]
     assert f"usage.{key}" in response.json()["error"]["fields"]
+    assert not Session.objects.exists()
+
+
+def rest_turn(world: World, session: str, model: str = "gpt-4o") -> Any:
+    body = {
+        "format": "openai-chat",
+        "request": {"model": model, "messages": [{"role": "user", "content": "hi"}]},
+    }
+    return world.api(world.ingest_key).post(
+        f"/api/v1/sessions/{quote(session)}/turns",
+        json.dumps(body),
+        content_type="application/json",
+    )
+
+
+@pytest.mark.parametrize("character", ["\x01", "\t", "\x1f", "\x7f", "\x85"])
+def test_a_rest_session_id_holding_a_control_character_is_a_400(
+    world: World, character: str
+) -> None:
+    response = rest_turn(world, f"a{character}b")
+    assert response.status_code == 400, response.content[:300]
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("character", ["\x01", "\n", "\x7f"])
+def test_a_rest_model_name_holding_a_control_character_is_a_400_naming_it(
+    world: World, character: str
+) -> None:
+    response = rest_turn(world, "s1", model=f"gpt{character}4o")
+    assert response.status_code == 400, response.content[:300]
+    assert "request.model" in response.json()["error"]["fields"]
     assert not Session.objects.exists()
