@@ -51,7 +51,8 @@ def token_count(value: Any, path: str, *, text: bool = False, maximum: int = MAX
         digits = value.strip()
         if digits.isascii() and digits.isdigit():
             # never int() of thousands of digits: past the bound's length it is past the bound
-            count = int(digits) if len(digits.lstrip("0")) <= len(str(maximum)) else maximum + 1
+            digits = digits.lstrip("0") or "0"
+            count = int(digits) if len(digits) <= len(str(maximum)) else maximum + 1
     if count is None or not 0 <= count <= maximum:
         raise FormatError(path, f"expected a whole number from 0 to {maximum}")
     return count
