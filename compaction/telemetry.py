@@ -160,6 +160,12 @@ def _json(value: Any, path: str) -> Any:
         raise FormatError(path, f"is not JSON ({error})") from None
 
 
+def _object(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one: a flattened attribute can be a leaf
+    where a convention nests (``tool_calls.0.function`` given as text)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -472,8 +478,8 @@ def _event_message(event: SpanEvent, path: str) -> dict[str, Any]:
         item["tool_calls"] = {
             str(i): {
                 "id": c.get("id"),
-                "name": (c.get("function") or {}).get("name", c.get("name")),
-                "arguments": (c.get("function") or {}).get("arguments", c.get("arguments")),
+                "name": _object(c.get("function")).get("name", c.get("name")),
+                "arguments": _object(c.get("function")).get("arguments", c.get("arguments")),
             }
             for i, c in enumerate(calls)
             if isinstance(c, Mapping)
@@ -541,9 +547,9 @@ def _oi_message(item: Mapping[str, Any], path: str) -> dict[str, Any]:
     flat["content"] = content
     flat["tool_calls"] = {
         str(i): {
-            "id": (c.get("tool_call") or {}).get("id"),
-            "name": ((c.get("tool_call") or {}).get("function") or {}).get("name"),
-            "arguments": ((c.get("tool_call") or {}).get("function") or {}).get("arguments"),
+            "id": _object(c.get("tool_call")).get("id"),
+            "name": _object(_object(c.get("tool_call")).get("function")).get("name"),
+            "arguments": _object(_object(c.get("tool_call")).get("function")).get("arguments"),
         }
         for i, c in enumerate(_indexed(message.get("tool_calls")))
         if isinstance(c, Mapping)
@@ -611,7 +617,7 @@ def _openinference(span: Span) -> CapturedCall:
     tools = []
     for i, tool in enumerate(_flattened(a, "llm.tools")):
         schema = _json(
-            (tool.get("tool") or {}).get("json_schema"), f"llm.tools.{i}.tool.json_schema"
+            _object(tool.get("tool")).get("json_schema"), f"llm.tools.{i}.tool.json_schema"
         )
         if isinstance(schema, Mapping) and isinstance(schema.get("function"), Mapping):
             tools.append({"type": "function", "function": dict(schema["function"])})
