@@ -91,7 +91,9 @@ def _canonical_bytes(value: Any) -> bytes:
 
 
 def _check_text(value: Any, path: str) -> None:
-    """Reject what databases cannot store: NUL characters and lone surrogates in any string."""
+    """Reject what databases cannot store: NUL characters and lone surrogates in any string,
+    keys included (PostgreSQL's ``jsonb`` refuses them there too; a body read by the API's
+    parser was checked already, one decoded by a receiver was not)."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
@@ -103,7 +105,10 @@ def _check_text(value: Any, path: str) -> None:
             except UnicodeEncodeError:
                 raise FormatError(where, "is not valid UTF-8 (lone surrogate)") from None
         elif isinstance(item, Mapping):
-            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+            for k, v in item.items():
+                stack.append((v, f"{where}.{k}"))
+                if isinstance(k, str):
+                    stack.append((k, f"{where} key {k!r}"))
         elif isinstance(item, list | tuple):
             stack.extend((v, f"{where}.{i}") for i, v in enumerate(item))
 

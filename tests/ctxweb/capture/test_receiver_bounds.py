@@ -348,6 +348,27 @@ def test_an_export_in_latin_1_is_a_400(world: World) -> None:
     assert not Turn.objects.exists()
 
 
+@pytest.mark.parametrize("character", ["\x00", "\ud800"], ids=["NUL", "lone surrogate"])
+@pytest.mark.parametrize("where", ["request", "message", "tool schema"])
+def test_a_key_no_database_stores_in_a_captured_request_is_rejected_naming_it(
+    world: World, where: str, character: str
+) -> None:
+    """The API's parser refuses such keys in a posted body; a receiver decodes JSON itself."""
+    key = f"k{character}"
+    request: dict[str, Any] = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    if where == "request":
+        request[key] = 1
+    elif where == "message":
+        request["messages"][0][key] = 1
+    else:
+        function = {"name": "f", "parameters": {"type": "object", key: 1}}
+        request["tools"] = [{"type": "function", "function": function}]
+    attributes = {"input.value": json.dumps(request), "input.mime_type": "application/json"}
+    reason = rejected(send(world, export(span(attributes))))
+    assert "key" in reason
+    assert not Session.objects.exists()
+
+
 def test_a_protobuf_string_of_bad_utf_8_is_a_400(world: World) -> None:
     body = proto_export("ABCD").replace(b"ABCD", b"\xff\xfe\xc0\x80")
     response = send(world, body, content_type="application/x-protobuf")
