@@ -730,6 +730,8 @@ def _langfuse(span: Span) -> CapturedCall:
             usage_path="usage_details",
         )
     except FormatError as error:
+        if error.path.startswith("langfuse.observation."):  # an attribute, named already
+            raise
         raise FormatError(f"langfuse.observation.{error.path}", error.reason) from None
     if call.usage is None:
         return replace(call, usage=_gen_ai_usage(a))

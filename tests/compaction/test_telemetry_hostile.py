@@ -149,3 +149,9 @@ def test_any_span_is_a_call_none_or_a_format_error(
     attributes: dict[str, Any], marks: dict[str, str], events: list[tuple[str, dict[str, Any]]]
 ) -> None:
     read({**attributes, **marks}, tuple(SpanEvent(name, body) for name, body in events))
+
+
+def test_a_langfuse_attribute_that_is_not_json_is_named_once() -> None:
+    error = read({"langfuse.observation.type": "generation", "langfuse.observation.input": "[{"})
+    assert isinstance(error, FormatError)
+    assert error.path == "langfuse.observation.input"
