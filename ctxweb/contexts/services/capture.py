@@ -171,13 +171,13 @@ def langfuse_batch_ingest(*, project: Project, batch: Sequence[Any]) -> list[Eve
             continue
         kind, body = event.get("type"), event["body"]
         if kind == "trace-create":
-            session = body.get("sessionId")
-            problem = session_id_problem(session) if isinstance(session, str) else None
-            if problem is not None:  # not remembered: its generations go to the trace's id
-                outcomes[position] = EventOutcome(event_id, 400, f"body.sessionId: {problem}")
+            named = body.get("sessionId")
+            unnamable = session_id_problem(named) if isinstance(named, str) else None
+            if unnamable is not None:  # not remembered: its generations go to the trace's id
+                outcomes[position] = EventOutcome(event_id, 400, f"body.sessionId: {unnamable}")
                 continue
-            if isinstance(body.get("id"), str) and isinstance(session, str):
-                traces[body["id"]] = session
+            if isinstance(body.get("id"), str) and isinstance(named, str):
+                traces[body["id"]] = named
             outcomes[position] = EventOutcome(event_id, 201)
         elif kind in GENERATION_TYPES or (
             kind in OBSERVATION_TYPES and str(body.get("type", "")).upper() == "GENERATION"
