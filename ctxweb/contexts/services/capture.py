@@ -112,6 +112,8 @@ def spans_ingest(*, project: Project, spans: Sequence[Span]) -> CaptureResult:
 
 #: A Langfuse generation's ``turn_id``: this and the generation's id.
 LANGFUSE_TURN_PREFIX = "lf:"
+#: The longest generation id: what the ``turn_id`` column holds (200 characters) after the prefix.
+GENERATION_ID_MAX = 200 - len(LANGFUSE_TURN_PREFIX)
 #: How long a trace's session is remembered for generations that arrive in later batches.
 TRACE_SESSION_SECONDS = 24 * 3600
 #: How long the usage of an update that came before its generation's create is kept for it.
@@ -185,6 +187,11 @@ def langfuse_batch_ingest(*, project: Project, batch: Sequence[Any]) -> list[Eve
             if not isinstance(body.get("id"), str) or not body["id"]:
                 outcomes[position] = EventOutcome(
                     event_id, 400, "body.id: a generation needs an id"
+                )
+                continue
+            if len(body["id"]) > GENERATION_ID_MAX:  # it is the turn's turn_id, after a prefix
+                outcomes[position] = EventOutcome(
+                    event_id, 400, f"body.id: at most {GENERATION_ID_MAX} characters"
                 )
                 continue
             merged = generations.setdefault(body["id"], {})

@@ -557,6 +557,19 @@ def test_a_langfuse_batch_in_another_encoding_than_utf_8_is_a_400(
     assert not Session.objects.exists()
 
 
+def test_a_langfuse_generation_id_longer_than_a_turn_id_is_the_events_400(world: World) -> None:
+    longest = "g" * (200 - len("lf:"))
+    response = ingest(
+        world, event("fits", "generation-create", {**create()["body"], "id": longest})
+    )
+    assert errors(response) == {}
+    too_long = event("long", "generation-create", {**create()["body"], "id": longest + "g"})
+    error = errors(ingest(world, too_long))["long"]
+    assert error["status"] == 400
+    assert "body.id" in error["message"]
+    assert Turn.objects.count() == 1
+
+
 def test_a_langfuse_model_of_5000_characters_is_the_events_400(world: World) -> None:
     error = errors(ingest(world, create(model="m" * 5000)))["create-g1"]
     assert error["status"] == 400
