@@ -158,7 +158,7 @@ def anthropic_events(
         yield "ping", {"type": "ping"}
     for i, block in enumerate(content):
         if block["type"] == "text":
-            first = {"type": "text", "text": ""}
+            first: dict[str, Any] = {"type": "text", "text": ""}
             pieces = [
                 ("text_delta", "text", block["text"][s : s + 8])
                 for s in range(0, len(block["text"]), 8)
