@@ -190,6 +190,23 @@ def anthropic_events(
     yield "message_stop", {"type": "message_stop"}
 
 
+#: The paths the stand-in answers model calls on (POST only).
+MODEL_CALLS = ("/v1/chat/completions", "/v1/responses", "/v1/messages")
+
+
+def _unreadable(request: Any) -> str | None:
+    """Why the stand-in cannot answer ``request`` (a 400, as the providers refuse it), or None."""
+    if not isinstance(request, dict):
+        return "the body must be a JSON object"
+    if not isinstance(request.get("model"), str):
+        return "model: a string is required"
+    if request.get("stream_options") is not None and not isinstance(
+        request["stream_options"], dict
+    ):
+        return "stream_options: an object is expected"
+    return None
+
+
 def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -200,17 +217,54 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
+            self._drain()
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
             if self.path.rstrip("/") == "/v1/models":
                 self._json(200, {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]})
+            elif self.path.rstrip("/") in MODEL_CALLS:
+                self._method_refused()
             else:
                 self.send_error(404)
 
+        def _not_allowed(self) -> None:
+            """405 naming POST, as an HTTP API answers a method it does not serve (the
+            handler's own answer to a method without a ``do_`` is a 501, a server error)."""
+            self._drain()
+            self._method_refused()
+
+        def _method_refused(self) -> None:
+            body = json.dumps(
+                {"error": {"type": "invalid_request_error", "message": "method not allowed"}}
+            ).encode()
+            self.send_response(405)
+            self.send_header("Allow", "POST")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _drain(self) -> None:
+            """Read a body the answer does not need: left unread on a kept-alive connection, it
+            would be read as the next request."""
+            length = self.headers.get("Content-Length", "0").strip()
+            if length.isdigit() and int(length):
+                self.rfile.read(int(length))
+
+        do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_QUERY = _not_allowed
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
-            request = json.loads(self.rfile.read(length) or b"{}")
+            try:
+                request = json.loads(self.rfile.read(length) or b"{}")
+            except (ValueError, RecursionError):
+                request = None
             state.requests.append(request)
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
+            problem = _unreadable(request)
+            if problem is not None:  # as the providers answer it (not a dropped connection)
+                self._refuse(problem)
+                return
             if state.delay:
                 time.sleep(state.delay)
             if state.status != 200:
@@ -253,6 +307,23 @@ def _handler(state: StandIn) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _refuse(self, message: str) -> None:
+            if self.path.rstrip("/") == "/v1/messages":
+                error = {"type": "invalid_request_error", "message": message}
+                self._json(400, {"type": "error", "error": error})
+                return
+            self._json(
+                400,
+                {
+                    "error": {
+                        "message": message,
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            )
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             body = json.dumps(payload).encode()
