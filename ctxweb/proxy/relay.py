@@ -396,9 +396,11 @@ async def relay(
             finally:
                 await answer.aclose()
 
+    # As received, read as Latin-1 (each byte one character): the bytes go back unchanged. The
+    # decoded headers are UTF-8 where they can be, which the answer could not write.
     returned = [
-        (name, value)
-        for name, value in answer.headers.multi_items()
-        if name.lower() not in NOT_RETURNED
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in answer.headers.raw
+        if name.decode("latin-1").lower() not in NOT_RETURNED
     ]
     return Relayed(answer.status_code, returned, chunks())

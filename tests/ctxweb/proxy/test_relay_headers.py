@@ -1,0 +1,127 @@
+"""The provider's answer headers come back byte for byte, whatever their bytes (issue 34, the
+space around the proxy's fuzzing): a header value in UTF-8 outside Latin-1 (an upstream's note,
+a request id, a file name) used to stop the relay as it wrote the answer, and daphne answered 500
+for a call the upstream had answered 200, which was never recorded either.
+
+A live daphne relays to a loopback server speaking OpenAI's chat completions, streamed and not."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.servers import create_key, daphne, embedded_env
+
+#: A header value as the upstream writes it: UTF-8, with a character outside Latin-1.
+NOTE = "réponse ✓ 答".encode()
+
+
+class Upstream(BaseHTTPRequestHandler):
+    """OpenAI's chat completions, answered with :data:`NOTE` in ``X-Upstream-Note``."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        message = {"role": "assistant", "content": "Fine."}
+        if request.get("stream"):
+            chunks = [
+                {"choices": [{"index": 0, "delta": message, "finish_reason": None}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            ]
+            body = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks)
+            body += b"data: [DONE]\n\n"
+            kind = "text/event-stream"
+        else:
+            body = json.dumps(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": request["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
+                }
+            ).encode()
+            kind = "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        # send_header writes Latin-1: these characters are NOTE's bytes.
+        self.send_header("X-Upstream-Note", NOTE.decode("latin-1"))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    upstream.daemon_threads = True
+    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread.start()
+    env = embedded_env(
+        tmp_path_factory.mktemp("headers"),
+        CTXWEB_UPSTREAM_OPENAI=f"http://127.0.0.1:{upstream.server_address[1]}/v1",
+        CTXWEB_RATE_LIMIT="",
+    )
+    key = create_key(env, role="ingest")
+    try:
+        with daphne(env) as running:
+            yield running.url, key
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+
+
+def turn_count(url: str, key: str, session: str) -> int:
+    request = urllib.request.Request(
+        f"{url}/api/v1/sessions/{session}", headers={"Authorization": f"Bearer {key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(json.loads(answer.read())["turn_count"])
+    except urllib.error.HTTPError:
+        return 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_it_relays_a_header_in_utf8_byte_for_byte_and_records_the_call(
+    server: tuple[str, str], stream: bool
+) -> None:
+    url, key = server
+    session = f"utf8-header-{'sse' if stream else 'json'}"
+    body = {"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": "Hi"}]}
+    connection = http.client.HTTPConnection(urlsplit(url).netloc, timeout=30)
+    connection.request(
+        "POST",
+        "/proxy/openai/v1/chat/completions",
+        body=json.dumps(body),
+        headers={
+            "Content-Type": "application/json",
+            "X-Ctxweb-Key": key,
+            "X-Ctxweb-Session": session,
+        },
+    )
+    answer = connection.getresponse()
+    content = answer.read()
+    assert answer.status == 200, content[:300]
+    # http.client reads header bytes as Latin-1: the same characters are the same bytes.
+    assert answer.getheader("X-Upstream-Note", "").encode("latin-1") == NOTE
+    assert b"Fine." in content
+    connection.close()
+    deadline = time.monotonic() + 30
+    while turn_count(url, key, session) < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert turn_count(url, key, session) == 1
