@@ -332,10 +332,13 @@ async def relay(
         if prepared.body != body:
             body, original = prepared.body, prepared.original
     client = _client()
+    forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
     outgoing = client.build_request(
         method,
         url,
-        headers=[*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))],
+        # As bytes, each character one byte, as received: httpx encodes text headers as ASCII,
+        # and an agent's header that is not (a title in Latin-1 or UTF-8) must go up unchanged.
+        headers=[(name.encode("latin-1"), value.encode("latin-1")) for name, value in forwarded],
         content=body,
     )
     try:

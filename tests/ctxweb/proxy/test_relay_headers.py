@@ -1,7 +1,9 @@
-"""The provider's answer headers come back byte for byte, whatever their bytes (issue 34, the
-space around the proxy's fuzzing): a header value in UTF-8 outside Latin-1 (an upstream's note,
-a request id, a file name) used to stop the relay as it wrote the answer, and daphne answered 500
-for a call the upstream had answered 200, which was never recorded either.
+"""Headers cross the proxy byte for byte, whatever their bytes (issue 34, the space around the
+proxy's fuzzing). An answer's header value in UTF-8 outside Latin-1 (an upstream's note, a
+request id, a file name) used to stop the relay as it wrote the answer, and daphne answered 500
+for a call the upstream had answered 200, which was never recorded either; an agent's header
+value that is not ASCII (a title, a user name in Latin-1 or UTF-8) was a 500 from ctxweb itself,
+and nothing reached the provider.
 
 A live daphne relays to a loopback server speaking OpenAI's chat completions, streamed and not."""
 
@@ -23,10 +25,13 @@ from tests.support.servers import create_key, daphne, embedded_env
 
 #: A header value as the upstream writes it: UTF-8, with a character outside Latin-1.
 NOTE = "réponse ✓ 答".encode()
+#: What each call's ``X-Agent-Note`` was, as the upstream received it.
+RECEIVED: list[bytes] = []
 
 
 class Upstream(BaseHTTPRequestHandler):
-    """OpenAI's chat completions, answered with :data:`NOTE` in ``X-Upstream-Note``."""
+    """OpenAI's chat completions, answered with :data:`NOTE` in ``X-Upstream-Note``; the
+    ``X-Agent-Note`` of each call kept in :data:`RECEIVED`, as bytes."""
 
     protocol_version = "HTTP/1.1"
 
@@ -34,6 +39,8 @@ class Upstream(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
+        # the headers are parsed as Latin-1: the characters are the bytes received
+        RECEIVED.append((self.headers.get("X-Agent-Note") or "").encode("latin-1"))
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
         message = {"role": "assistant", "content": "Fine."}
         if request.get("stream"):
@@ -85,6 +92,33 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         upstream.server_close()
 
 
+def call(url: str, key: str, session: str, *, stream: bool, note: bytes = b"") -> bytes:
+    """One chat completion through the proxy, with ``note`` as ``X-Agent-Note``; the answer
+    (200, or the test fails)."""
+    body = {"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": "Hi"}]}
+    headers = {"Content-Type": "application/json", "X-Ctxweb-Key": key, "X-Ctxweb-Session": session}
+    if note:
+        headers["X-Agent-Note"] = note.decode("latin-1")  # http.client writes Latin-1
+    connection = http.client.HTTPConnection(urlsplit(url).netloc, timeout=30)
+    connection.request(
+        "POST", "/proxy/openai/v1/chat/completions", body=json.dumps(body), headers=headers
+    )
+    answer = connection.getresponse()
+    content = answer.read()
+    connection.close()
+    assert answer.status == 200, content[:300]
+    assert b"Fine." in content
+    return (answer.getheader("X-Upstream-Note") or "").encode("latin-1")
+
+
+def recorded(url: str, key: str, session: str) -> int:
+    """The session's turns, once the first is recorded (recording follows the answer)."""
+    deadline = time.monotonic() + 30
+    while turn_count(url, key, session) < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return turn_count(url, key, session)
+
+
 def turn_count(url: str, key: str, session: str) -> int:
     request = urllib.request.Request(
         f"{url}/api/v1/sessions/{session}", headers={"Authorization": f"Bearer {key}"}
@@ -97,31 +131,24 @@ def turn_count(url: str, key: str, session: str) -> int:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_it_relays_a_header_in_utf8_byte_for_byte_and_records_the_call(
+def test_it_relays_an_answers_header_in_utf8_byte_for_byte_and_records_the_call(
     server: tuple[str, str], stream: bool
 ) -> None:
     url, key = server
     session = f"utf8-header-{'sse' if stream else 'json'}"
-    body = {"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": "Hi"}]}
-    connection = http.client.HTTPConnection(urlsplit(url).netloc, timeout=30)
-    connection.request(
-        "POST",
-        "/proxy/openai/v1/chat/completions",
-        body=json.dumps(body),
-        headers={
-            "Content-Type": "application/json",
-            "X-Ctxweb-Key": key,
-            "X-Ctxweb-Session": session,
-        },
-    )
-    answer = connection.getresponse()
-    content = answer.read()
-    assert answer.status == 200, content[:300]
     # http.client reads header bytes as Latin-1: the same characters are the same bytes.
-    assert answer.getheader("X-Upstream-Note", "").encode("latin-1") == NOTE
-    assert b"Fine." in content
-    connection.close()
-    deadline = time.monotonic() + 30
-    while turn_count(url, key, session) < 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert turn_count(url, key, session) == 1
+    assert call(url, key, session, stream=stream) == NOTE
+    assert recorded(url, key, session) == 1
+
+
+@pytest.mark.parametrize(
+    "note", ["café".encode("latin-1"), "café ✓".encode()], ids=["latin-1", "utf-8"]
+)
+def test_it_relays_an_agents_header_that_is_not_ascii_byte_for_byte(
+    server: tuple[str, str], note: bytes
+) -> None:
+    url, key = server
+    session = f"agent-header-{len(note)}"
+    call(url, key, session, stream=False, note=note)
+    assert RECEIVED[-1] == note
+    assert recorded(url, key, session) == 1
