@@ -333,14 +333,19 @@ async def relay(
             body, original = prepared.body, prepared.original
     client = _client()
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
-    outgoing = client.build_request(
-        method,
-        url,
-        # As bytes, each character one byte, as received: httpx encodes text headers as ASCII,
-        # and an agent's header that is not (a title in Latin-1 or UTF-8) must go up unchanged.
-        headers=[(name.encode("latin-1"), value.encode("latin-1")) for name, value in forwarded],
-        content=body,
-    )
+    try:
+        outgoing = client.build_request(
+            method,
+            url,
+            # As bytes, each character one byte, as received: httpx encodes text headers as
+            # ASCII, and an agent's header that is not (a title in Latin-1 or UTF-8) must go up
+            # unchanged.
+            headers=[(n.encode("latin-1"), v.encode("latin-1")) for n, v in forwarded],
+            content=body,
+        )
+    except httpx.InvalidURL as invalid:  # a control character in the path or query, say
+        why = f"ctxweb: the URL cannot be relayed ({invalid})."
+        return error(provider, 400, "invalid_request_error", why)
     try:
         answer = await client.send(outgoing, stream=True)
     except httpx.HTTPError as failure:

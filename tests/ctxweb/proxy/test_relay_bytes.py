@@ -1,9 +1,10 @@
-"""Headers cross the proxy byte for byte, whatever their bytes (issue 34, the space around the
-proxy's fuzzing). An answer's header value in UTF-8 outside Latin-1 (an upstream's note, a
-request id, a file name) used to stop the relay as it wrote the answer, and daphne answered 500
-for a call the upstream had answered 200, which was never recorded either; an agent's header
-value that is not ASCII (a title, a user name in Latin-1 or UTF-8) was a 500 from ctxweb itself,
-and nothing reached the provider.
+"""Headers cross the proxy byte for byte, whatever their bytes, and a URL that cannot is refused
+with a 400 (issue 34, the space around the proxy's fuzzing). An answer's header value in UTF-8
+outside Latin-1 (an upstream's note, a request id, a file name) used to stop the relay as it
+wrote the answer, and daphne answered 500 for a call the upstream had answered 200, which was
+never recorded either; an agent's header value that is not ASCII (a title, a user name in
+Latin-1 or UTF-8) was a 500 from ctxweb itself, and nothing reached the provider. So was a path
+or query holding a DEL (0x7F), which the server passes on and no HTTP client sends.
 
 A live daphne relays to a loopback server speaking OpenAI's chat completions, streamed and not."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 import urllib.request
@@ -152,3 +154,35 @@ def test_it_relays_an_agents_header_that_is_not_ascii_byte_for_byte(
     call(url, key, session, stream=False, note=note)
     assert RECEIVED[-1] == note
     assert recorded(url, key, session) == 1
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        b"/proxy/openai/v1/chat/completions?debug=\x7f",
+        b"/proxy/openai/v1/chat/comp\x7fletions",
+    ],
+    ids=["query", "path"],
+)
+def test_it_refuses_a_url_no_client_can_send_in_the_providers_shape(
+    server: tuple[str, str], target: bytes
+) -> None:
+    url, key = server
+    before = len(RECEIVED)
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]})
+    with socket.create_connection(("127.0.0.1", urlsplit(url).port or 80), timeout=30) as sock:
+        sock.sendall(
+            b"POST " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nConnection: close\r\n"
+            + f"X-Ctxweb-Key: {key}\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, content = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer[:300]
+    # the body comes chunked: its one chunk is the error
+    error = json.loads(content.split(b"\r\n")[1])["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith("ctxweb: the URL cannot be relayed")
+    assert len(RECEIVED) == before
