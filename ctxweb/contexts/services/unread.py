@@ -77,6 +77,12 @@ def _inflated(body: bytes, encoding: str, limit: int) -> bytes | None:
     return None
 
 
+def _storable(text: str) -> str:
+    """``text`` with its NULs and lone surrogates shown as escapes (every database stores it)."""
+    text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_text(error: BaseException) -> tuple[str, str]:
     """(a short message, the field at fault): a :class:`FormatError` names its field and why;
     any other exception gives its type and message, never a traceback."""
@@ -139,7 +145,10 @@ def unread_call_record(
     truncated = len(request) > cap or len(response) > cap
     request, response = request[:cap], response[:cap]
     message, path = (error[:ERROR_CHARS], "") if isinstance(error, str) else error_text(error)
-    external_id = (session_external_id or "")[:200]
+    # what a caller sent may hold a NUL or a lone surrogate, which no text column stores: the
+    # reason must not lose the call it explains
+    message, path = _storable(message), _storable(path)
+    external_id = _storable((session_external_id or "")[:200])
     with transaction.atomic():
         session = (
             Session.objects.filter(project=project, external_id=external_id).first()

@@ -24,6 +24,7 @@ import zstandard
 from anthropic import Anthropic
 from django.test import Client
 
+from compaction.errors import FormatError
 from ctxweb.contexts.models import Session, UnreadCall
 from ctxweb.contexts.services import proxying
 from ctxweb.contexts.services.deletion import session_delete
@@ -388,3 +389,20 @@ def test_the_session_page_and_the_sessions_list_warn_of_them(world: World, sessi
     assert "gone-session" in home
     assert "third" in home
     assert "second" not in home
+
+
+def test_a_reason_holding_a_nul_or_a_lone_surrogate_still_keeps_the_call(world: World) -> None:
+    call = unread_call_record(
+        project=world.project,
+        session_external_id="s\x00\ud800",
+        format="openai-chat",
+        request_body=b"{}",
+        response_body=b"{}",
+        streamed=False,
+        compressed=False,
+        error=FormatError("messages.0.\x00\ud800", "bad \x00 key \ud800"),
+    )
+    call.refresh_from_db()
+    assert "\x00" not in call.error
+    assert "\\x00" in call.error
+    assert "\\ud800" in call.error_path
