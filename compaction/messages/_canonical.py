@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from compaction.errors import FormatError
+from compaction.messages._common import text_is
 from compaction.messages.model import (
     FORMATS,
     ROLES,
@@ -194,10 +195,7 @@ def _says_nothing(part: Part) -> bool:
 
 
 def _raw_unchanged(text: str, raw: Mapping[str, Any]) -> bool:
-    try:
-        return json.dumps(raw, ensure_ascii=False, separators=(",", ":")) == text
-    except (TypeError, ValueError, RecursionError):
-        return False
+    return text_is(text, raw)
 
 
 def message_identity(message: Message) -> str:

@@ -205,6 +205,18 @@ def raw_part(block: Mapping[str, Any], path: str, **markers: Any) -> TextPart:
     return TextPart(text=dumps(block, path), extra={RAW: block, **markers})
 
 
+def text_is(text: str, value: object) -> bool:
+    """Whether ``text`` is the JSON of ``value``: the text a raw part was made with, which no
+    strategy rewrote. Compared as values, not as text: a database that stores JSON as such
+    (PostgreSQL's jsonb) gives the kept value back with its keys in another order."""
+    try:
+        if json.dumps(value, ensure_ascii=False, separators=(",", ":")) == text:
+            return True
+        return bool(json.loads(text) == value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
 def raw_value_part(value: object, path: str) -> TextPart:
     """A value of no known shape (a server tool's result list, a shell call's output records):
     its JSON as text, the value verbatim."""
@@ -217,10 +229,7 @@ def raw_value_of(part: Part) -> tuple[bool, Any]:
     if not isinstance(part, TextPart) or RAW_VALUE not in part.extra:
         return False, None
     value = part.extra[RAW_VALUE]
-    try:
-        unchanged = json.dumps(value, ensure_ascii=False, separators=(",", ":")) == part.text
-    except (TypeError, ValueError, RecursionError):
-        return False, None
+    unchanged = text_is(part.text, value)
     return unchanged, value if unchanged else None
 
 
@@ -236,11 +245,7 @@ def raw_of(part: Part) -> Mapping[str, Any] | None:
     raw = part.extra.get(RAW)
     if not isinstance(raw, Mapping):
         return None
-    try:
-        unchanged = json.dumps(raw, ensure_ascii=False, separators=(",", ":")) == part.text
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return raw if unchanged else None
+    return raw if text_is(part.text, raw) else None
 
 
 def split_data_url(url: str) -> tuple[str, str] | None:

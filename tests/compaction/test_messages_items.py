@@ -241,3 +241,25 @@ def test_what_the_real_clis_send_is_read_whole(path: Path) -> None:
         for part in message.parts:
             if part.extra.get("ctxweb:raw") is not None:
                 assert is_configuration(message), "only configuration items stay verbatim"
+
+
+def test_an_item_read_back_with_its_keys_reordered_is_still_the_item_sent() -> None:
+    """PostgreSQL's jsonb gives a kept item back with its keys in its own order: the item still
+    renders as sent and keeps its identity (it is not taken for a strategy's rewrite)."""
+    from compaction.messages import message_from_dict, message_identity, message_to_dict
+
+    item = {"type": "from_the_future", "payload": {"b": 1, "a": 2}, "id": "x"}
+    context = parse(RESPONSES, {"input": [USER, item]})
+    stored = json.loads(json.dumps(message_to_dict(context.messages[1])))
+    raw = stored["parts"][0]["extra"]["ctxweb:raw"]
+    stored["parts"][0]["extra"]["ctxweb:raw"] = dict(sorted(raw.items(), key=lambda kv: kv[0]))
+    read_back = message_from_dict(stored)
+    assert message_identity(read_back) == message_identity(context.messages[1])
+    rendered = render(replace_messages(context, (context.messages[0], read_back)))
+    assert rendered["input"][1] == item
+
+
+def replace_messages(context: Any, messages: tuple[Any, ...]) -> Any:
+    from dataclasses import replace
+
+    return replace(context, messages=messages)
