@@ -7,10 +7,13 @@ within what the database's columns hold.
 
 from __future__ import annotations
 
+from compaction.usage import MAX_TOKENS
+
 #: The largest row id (a signed 64-bit integer, the width of every primary key).
 MAX_ID = 2**63 - 1
-#: The largest count a token column holds (``PositiveIntegerField``: a signed 32-bit integer).
-MAX_COUNT = 2**31 - 1
+#: The largest count a token column holds (``PositiveIntegerField``: a signed 32-bit integer),
+#: the one bound every usage path checks (:data:`compaction.usage.MAX_TOKENS`).
+MAX_COUNT = MAX_TOKENS
 
 
 def parse_whole(text: object, *, maximum: int = MAX_ID) -> int | None:
