@@ -11,8 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from ctxweb.contexts.selectors import unread as unread_selectors
 
 
 class _DateTime(serializers.DateTimeField):
@@ -244,3 +247,14 @@ def shape_event(event: dict[str, Any]) -> dict[str, Any]:
     if isinstance(shaped.get("operation"), dict):
         shaped["operation"] = OperationOutput(shaped["operation"]).data
     return shaped
+
+
+def unread_call_download(call: Any) -> HttpResponse:
+    """An unread call's raw exchange as the API and the pages give it: a zip download the browser
+    never renders (``nosniff``) nor keeps (``no-store``)."""
+    name, archive = unread_selectors.unread_call_archive(call=call)
+    response = HttpResponse(archive, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, no-store"
+    return response

@@ -20,7 +20,7 @@ from ctxweb.api.errors import ApiError
 from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.api.serializers import UnreadCallPageOutput
 from ctxweb.contexts.selectors import unread as unread_selectors
-from ctxweb.shapes import UnreadCallOutput
+from ctxweb.shapes import UnreadCallOutput, unread_call_download
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -89,16 +89,6 @@ class SessionUnreadCallListApi(APIView):
         return unread_page(request, self, calls)
 
 
-def raw_download(call: UnreadCall) -> HttpResponse:
-    """The raw exchange as a zip download, never rendered by the browser."""
-    name, archive = unread_selectors.unread_call_archive(call=call)
-    response = HttpResponse(archive, content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, no-store"
-    return response
-
-
 class UnreadCallRawApi(APIView):
     """``GET unread-calls/{unread_id}/raw``: the raw exchange, a zip of ``request.json`` (as
     sent upstream), the answer as relayed (``response.json``, or ``response.sse`` when
@@ -118,4 +108,4 @@ class UnreadCallRawApi(APIView):
         call = unread_selectors.unread_call_get(project=access.project, unread_id=unread_id)
         if call is None:
             raise not_found("Unread call")
-        return raw_download(call)
+        return unread_call_download(call)

@@ -12,9 +12,10 @@ from django.urls import reverse
 
 from ctxweb.contexts.selectors import unread as unread_selectors
 from ctxweb.front.access import page_access, page_session
+from ctxweb.shapes import unread_call_download
 
 if TYPE_CHECKING:
-    from ctxweb.contexts.models import UnreadCall
+    pass
 
 
 def unread_rows(calls: Any) -> list[dict[str, Any]]:
@@ -30,15 +31,6 @@ def unread_rows(calls: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _download(call: UnreadCall) -> HttpResponse:
-    name, archive = unread_selectors.unread_call_archive(call=call)
-    response = HttpResponse(archive, content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, no-store"
-    return response
-
-
 @login_required
 def session_unread_call_raw(request: HttpRequest, external_id: str, unread_id: str) -> HttpResponse:
     """The raw exchange of one of the session's unread calls, as a zip download."""
@@ -49,7 +41,7 @@ def session_unread_call_raw(request: HttpRequest, external_id: str, unread_id: s
     )
     if call is None:
         raise Http404("Unread call not found")
-    return _download(call)
+    return unread_call_download(call)
 
 
 @login_required
@@ -59,4 +51,4 @@ def unread_call_raw(request: HttpRequest, unread_id: str) -> HttpResponse:
     call = unread_selectors.unread_call_get(project=access.project, unread_id=unread_id)
     if call is None:
         raise Http404("Unread call not found")
-    return _download(call)
+    return unread_call_download(call)
