@@ -10,13 +10,12 @@ transcript) are not held to "every schema-valid body is accepted".
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.fuzz import schemathesis_live
 from tests.support.servers import create_key, daphne, embedded_env
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -37,32 +36,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 
 def test_schemathesis_finds_nothing_in_any_phase(server: tuple[str, str], tmp_path: Path) -> None:
     url, key = server
-    command = [
-        str(Path(sys.executable).with_name("schemathesis")),
-        "--config-file",
-        str(CONFIG),
-        "run",
+    output = schemathesis_live(
         f"{url}/api/schema/",
-        "--phases",
-        "examples,coverage,fuzzing,stateful",
-        "--seed",
-        str(SEED),
-        "--max-examples",
-        str(MAX_EXAMPLES),
-        "--workers",
-        "1",
-        "--request-timeout",
-        "60",
-        "--header",
-        f"Authorization: Bearer {key}",
-        "--no-color",
-        "--report",
-        "junit",
-        "--report-dir",
-        str(tmp_path),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-20_000:]
+        config=CONFIG,
+        seed=SEED,
+        max_examples=MAX_EXAMPLES,
+        header=f"Authorization: Bearer {key}",
+        cwd=tmp_path,
+        extra=("--report", "junit", "--report-dir", str(tmp_path)),
+    )
     for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in output, output[-5_000:]

@@ -9,14 +9,10 @@ of examples per operation, derandomized, so a run is repeatable and takes well u
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -29,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
 
 from ctxweb.wsgi import application
 from tests.support.builders import body, history
+from tests.support.fuzz import same_connection
 from tests.support.routes import API
 from tests.support.world import World
 
@@ -47,21 +44,6 @@ def served_schema() -> dict[str, Any]:
 SCHEMA = schemathesis.openapi.from_dict(json.loads(json.dumps(served_schema(), default=str)))
 SCHEMA.app = application
 OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
-
-
-@contextmanager
-def same_connection() -> Iterator[None]:
-    """Keep the test's database connection across the WSGI requests, as Django's test client
-    does: the handler's ``close_old_connections`` would close it in the middle of the test's
-    transaction (PostgreSQL). The test client reconnects the receivers after each request, so
-    this wraps the fuzzing itself."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

@@ -13,18 +13,13 @@ schemathesis's command line against a daphne (embedded shape), every phase the d
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 import yaml
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
@@ -35,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ctxweb.wsgi import application
+from tests.support.fuzz import same_connection, schemathesis_live
 from tests.support.servers import create_key, daphne, embedded_env
 from tests.support.world import World
 
@@ -49,19 +45,6 @@ LIVE_MAX_EXAMPLES = 30
 SCHEMA = schemathesis.openapi.from_dict(yaml.safe_load(DOCUMENT.read_text()))
 SCHEMA.app = application
 OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
-
-
-@contextmanager
-def same_connection() -> Iterator[None]:
-    """Keep the test's database connection across the WSGI requests (the handler's
-    ``close_old_connections`` would close it inside the test's transaction on PostgreSQL)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
@@ -120,30 +103,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 
 def test_schemathesis_finds_nothing_live(server: tuple[str, str], tmp_path: Path) -> None:
     url, key = server
-    command = [
-        str(Path(sys.executable).with_name("schemathesis")),
-        "--config-file",
-        str(CONFIG),
-        "run",
+    output = schemathesis_live(
         str(DOCUMENT),
-        "--url",
-        url,
-        "--phases",
-        "examples,coverage,fuzzing,stateful",
-        "--seed",
-        str(SEED),
-        "--max-examples",
-        str(LIVE_MAX_EXAMPLES),
-        "--workers",
-        "1",
-        "--request-timeout",
-        "60",
-        "--header",
-        f"Authorization: Bearer {key}",
-        "--no-color",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-20_000:]
+        config=CONFIG,
+        seed=SEED,
+        max_examples=LIVE_MAX_EXAMPLES,
+        header=f"Authorization: Bearer {key}",
+        cwd=tmp_path,
+        url=url,
+    )
     for phase in ("Coverage", "Fuzzing"):
         assert f"✅ {phase}" in output, output[-5_000:]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +41,7 @@ from schemathesis.specs.openapi.checks import (
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn, UnreadCall
 from ctxweb.proxy.relay import recording_idle
+from tests.support.fuzz import schemathesis_live
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, daphne, embedded_env
 from tests.support.world import World
@@ -193,35 +192,16 @@ def test_schemathesis_finds_nothing_live(
 ) -> None:
     url, key, data = server
     har = tmp_path / "run.har"
-    command = [
-        str(Path(sys.executable).with_name("schemathesis")),
-        "--config-file",
-        str(CONFIG),
-        "run",
+    output = schemathesis_live(
         str(DOCUMENT),
-        "--url",
-        url,
-        "--phases",
-        "examples,coverage,fuzzing,stateful",
-        "--seed",
-        str(SEED),
-        "--max-examples",
-        str(LIVE_MAX_EXAMPLES),
-        "--workers",
-        "1",
-        "--request-timeout",
-        "60",
-        "--header",
-        f"X-Ctxweb-Key: {key}",
-        "--report",
-        "har",
-        "--report-har-path",
-        str(har),
-        "--no-color",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-20_000:]
+        config=CONFIG,
+        seed=SEED,
+        max_examples=LIVE_MAX_EXAMPLES,
+        header=f"X-Ctxweb-Key: {key}",
+        cwd=tmp_path,
+        url=url,
+        extra=("--report", "har", "--report-har-path", str(har)),
+    )
     for phase in ("Coverage", "Fuzzing"):
         assert f"✅ {phase}" in output, output[-5_000:]
     entries = json.loads(har.read_text())["log"]["entries"]
