@@ -344,6 +344,11 @@ CTXWEB_UPSTREAM_ANTHROPIC = os.environ.get(
 )
 # Seconds a relayed call may take (a long generation streams for minutes).
 CTXWEB_PROXY_TIMEOUT = envfloat("CTXWEB_PROXY_TIMEOUT", 600.0)
+# Receivers' bounds (docs/deploy.md, "Limits"): what one OTLP export or Langfuse batch may hold,
+# checked before anything is built from it. Over a bound: the spans past it are rejected and named in
+# partial_success (OTLP), or the batch is refused with 413 (Langfuse).
+# (receivers: the helper working on issue 33 item 5 fills this block)
+
 # Relayed calls ctxweb could not read are kept raw (shown on their session and through the API):
 # at most this many per project, the oldest dropped first; each body up to CTXWEB_MAX_REQUEST_BYTES.
 CTXWEB_UNREAD_CALLS_PER_PROJECT = envint("CTXWEB_UNREAD_CALLS_PER_PROJECT", 1000)
