@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
-from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
+from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
 
 SECTION = "## Body cap"
 MB = 1 << 20
@@ -65,7 +65,7 @@ def main() -> None:
     key = create_key(env, role="ingest")
     rows = []
     for megabytes in (30, args.megabytes):
-        with daphne(env) as server:
+        with live_server(env) as server:
             assert server.port is not None
             pid = server.process.pid
             before = memory(pid, "VmRSS")

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
-from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
+from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
 
 SECTION = "## Capture"
 DB = "ctxweb_capture_bench"
@@ -219,7 +219,7 @@ def main() -> None:
         key = create_key(env, role="ingest")
         auth = {"Authorization": f"Bearer {key}"}
         sessions = [conversation(s, args.turns) for s in range(args.sessions)]
-        with daphne(env) as server:
+        with live_server(env) as server:
             rest = [
                 [
                     (

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
+from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
 
 
 def late_turns_over_http(
@@ -70,7 +70,7 @@ def late_turns_over_http(
     server_steps: list[dict[str, Any]] = []
     sampler = None
     try:
-        with daphne(env, app=app) as server:
+        with live_server(env, app=app) as server:
             conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
             for index, body in enumerate(bodies):
                 started = time.perf_counter()

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from record import DOCS, machine, write_section  # noqa: E402
 
-from tests.support.servers import Daphne  # noqa: E402
+from tests.support.servers import LiveServer  # noqa: E402
 
 SECTION = "## Load"
 LOAD_DB = "ctxweb_load"
@@ -376,7 +376,7 @@ def merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def versions() -> list[str]:
-    import daphne
+    import live_server
     import django
 
     return [f"Django {django.get_version()}", f"daphne {daphne.__version__}"]
@@ -508,7 +508,7 @@ def main() -> None:
 
     pg = postgres_version()
     database_create()
-    servers: list[Daphne] = []
+    servers: list[LiveServer] = []
     try:
         with tempfile.TemporaryDirectory(prefix="ctxweb-load-") as data:
             env = server_env(args, Path(data))
@@ -519,7 +519,7 @@ def main() -> None:
             import django
 
             django.setup()
-            servers = [Daphne(env, keep_lines=2000) for _ in range(args.servers)]
+            servers = [LiveServer(env, keep_lines=2000) for _ in range(args.servers)]
             for server in servers:
                 server.wait_ready()
             ports = [s.port for s in servers if s.port is not None]

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
 from tests.support.providers import provider_stand_in  # noqa: E402
-from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
+from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
 
 SECTION = "## Proxy"
 MESSAGES = [
@@ -83,7 +83,7 @@ def main() -> None:
             CTXWEB_RATE_LIMIT="",
         )
         key = create_key(env, role="ingest")
-        with daphne(env) as server:
+        with live_server(env) as server:
             direct = OpenAI(base_url=f"{api.url}/v1", api_key="sk-bench", max_retries=0)
             proxied = OpenAI(
                 base_url=f"{server.url}/proxy/openai/v1",

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
-from tests.support.servers import create_key, daphne, embedded_env  # noqa: E402
+from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
 
 SECTION = "## Responsiveness"
 KEYWORDS = "error failed tool call result must decided chosen "
@@ -77,7 +77,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="ctxweb-responsive-"))
     env = embedded_env(data, CTXWEB_RATE_LIMIT="")
     key = create_key(env)
-    with daphne(env) as server:
+    with live_server(env) as server:
         url = server.url
         alone = []
         for _ in range(40):

@@ -287,7 +287,7 @@ def preview_over_http(runs: int) -> list[dict[str, Any]]:
     import tempfile
 
     from ctxweb.contexts.demo import coding_session
-    from tests.support.servers import create_key, daphne, embedded_env
+    from tests.support.servers import create_key, live_server, embedded_env
 
     data = Path(tempfile.mkdtemp(prefix="ctxweb-preview-"))
     env = embedded_env(data, CTXWEB_RATE_LIMIT="")
@@ -295,7 +295,7 @@ def preview_over_http(runs: int) -> list[dict[str, Any]]:
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     rows = []
     try:
-        with daphne(env) as server:
+        with live_server(env) as server:
             conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
 
             def post(payload: bytes) -> float:

@@ -1,6 +1,6 @@
-"""ASGI entry point: HTTP through Django, each request in one thread of a fixed pool
-(:mod:`ctxweb.serving`), but for the recording proxy's calls (a plain ASGI relay,
-:mod:`ctxweb.proxy.app`); WebSockets through Channels (served by daphne)."""
+"""ASGI entry point, served by uvicorn (:mod:`ctxweb.server`): HTTP through Django, each request in
+one thread of a fixed pool (:mod:`ctxweb.serving`), but for the recording proxy's calls (a plain
+ASGI relay, :mod:`ctxweb.proxy.app`); WebSockets through Channels."""
 
 import gc
 import os
@@ -15,16 +15,13 @@ django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
-from ctxweb.middleware import BodyLimitASGIMiddleware, daphne_guards  # noqa: E402
+from ctxweb.middleware import BodyLimitASGIMiddleware  # noqa: E402
 from ctxweb.origins import OriginValidator  # noqa: E402
 from ctxweb.proxy.app import ProxyApplication  # noqa: E402
 from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication  # noqa: E402
-
-daphne_guards()
-
-from django.conf import settings  # noqa: E402
 
 if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
     # The embedded shape has no Celery beat: retention runs in this process.

@@ -1,23 +1,29 @@
-"""Django's HTTP requests under daphne, each run whole in one thread of a fixed pool.
+"""Django's HTTP requests under uvicorn (:mod:`ctxweb.server`), each run whole in one thread of
+a fixed pool.
 
 Django's ASGI handler runs a request in a thread created for it (its ``ThreadSensitiveContext``),
 so no database connection outlives the request that opened it, and it hops between the event
 loop and that thread twice for every middleware that is not async-native (request and response
-halves: about twenty hops for ours). Measured through daphne on this machine, a trivial
-``GET /api/v1/health`` cost 3.6 ms, of which the relay in front of Django (:mod:`ctxweb.proxy.app`)
-shows daphne's own part is 0.4 ms; a late turn paid the same again to open and close its database
-connection.
-
-Here the request goes through Django's WSGI handler instead, the same code path a WSGI server
-takes (middleware chain and view in one thread, one hop each way), in a fixed pool of
-``CTXWEB_HTTP_THREADS`` threads that live as long as the process, so ``CONN_MAX_AGE`` keeps their
+halves: about twenty hops for ours). Here the request goes through Django's WSGI handler instead,
+the same code path a WSGI server takes (middleware chain and view in one thread, one hop each
+way), in fixed pools of threads that live as long as the process, so ``CONN_MAX_AGE`` keeps their
 connections (``CONN_HEALTH_CHECKS`` replaces one that died). WebSockets stay with Channels, the
 recording proxy with its own ASGI relay, and the body cap with :class:`BodyLimitASGIMiddleware`
 in front of all of it.
 
-A response is sent from the event loop once it is complete; a streaming response (exports) is
-sent chunk by chunk as the thread produces it. Async views (the proxy's Django URLs) run as
-under any WSGI server.
+No caller waits behind another kind of work (issue 33):
+
+- **Pages and the API** run on ``CTXWEB_HTTP_THREADS`` threads; the **telemetry receivers**
+  (OTLP's ``/v1/traces``, Langfuse's ``/api/public/...``), which exporters may flood, on
+  ``CTXWEB_CAPTURE_THREADS`` of their own: a flood of exports queues behind itself, never in front
+  of a page or ``/api/v1/health``.
+- **A streaming response** (exports, artifacts) is produced on a third pool,
+  ``CTXWEB_STREAM_THREADS``, chunk by chunk as the client takes it: the server's ``send`` waits
+  while the client's socket is full (backpressure, so memory holds a chunk, never the answer), and
+  a client that takes nothing for ``CTXWEB_SEND_TIMEOUT`` seconds is dropped, freeing its thread.
+  The request's thread goes back to its pool as soon as the response is built.
+
+A complete response is sent from the event loop once it is built.
 """
 
 from __future__ import annotations
@@ -29,10 +35,12 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
+from django.db import close_old_connections
 
 logger = logging.getLogger("ctxweb.serving")
 
@@ -97,13 +105,23 @@ def environ_for(scope: Scope, body: Any, size: int) -> dict[str, Any]:
     return environ
 
 
+#: Paths served by the telemetry receivers' own threads (exporters post there in bursts).
+CAPTURE_PATHS = ("/v1/traces", "/api/public/")
+
+
 class ThreadedDjangoApplication:
-    """An ASGI application serving Django's HTTP requests on a fixed pool of threads."""
+    """An ASGI application serving Django's HTTP requests on fixed pools of threads."""
 
     def __init__(self, threads: int | None = None) -> None:
         self.handler = WSGIHandler()
         self.threads = threads or settings.CTXWEB_HTTP_THREADS
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ctxweb-http")
+        self.capture_executor = ThreadPoolExecutor(
+            settings.CTXWEB_CAPTURE_THREADS, thread_name_prefix="ctxweb-capture"
+        )
+        self.stream_executor = ThreadPoolExecutor(
+            settings.CTXWEB_STREAM_THREADS, thread_name_prefix="ctxweb-stream"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -115,19 +133,26 @@ class ThreadedDjangoApplication:
             size = body.seek(0, io.SEEK_END)
             body.seek(0)
             loop = asyncio.get_running_loop()
-            status, headers, content = await loop.run_in_executor(
-                self.executor, self._respond, environ_for(scope, body, size), loop, send
+            environ = environ_for(scope, body, size)
+            executor = (
+                self.capture_executor
+                if environ["PATH_INFO"].startswith(CAPTURE_PATHS)
+                else self.executor
             )
-        if content is None:  # streamed from the thread, already sent
+            status, headers, content = await loop.run_in_executor(executor, self._respond, environ)
+        if not isinstance(content, bytes):  # a streaming response: produced on its own pool
+            await loop.run_in_executor(
+                self.stream_executor, self._stream, content, status, headers, loop, send
+            )
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
 
-    def _respond(
-        self, environ: dict[str, Any], loop: asyncio.AbstractEventLoop, send: Send
-    ) -> tuple[int, Headers, bytes | None]:
+    def _respond(self, environ: dict[str, Any]) -> tuple[int, Headers, Any]:
         """In a pool thread: the whole request, and its response closed in the same thread
-        (``request_finished``, which closes or keeps the thread's database connection)."""
+        (``request_finished``, which closes or keeps the thread's database connection); or a
+        streaming response, returned unread (:meth:`_stream` reads and closes it), the
+        thread's connection released as ``request_finished`` would."""
         started: list[Any] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> Any:
@@ -142,11 +167,11 @@ class ThreadedDjangoApplication:
         except Exception:  # Django turns a view's errors into responses; this is ours
             logger.exception("serving: the request failed outside Django's handler")
             return _FAILED
+        if getattr(response, "streaming", False):
+            close_old_connections()  # what request_finished does, in this thread
+            return started[0], started[1], response
         try:
-            if not getattr(response, "streaming", False):
-                return started[0], started[1], b"".join(_chunks(response))
-            self._stream(response, started[0], started[1], loop, send)
-            return 0, [], None
+            return started[0], started[1], b"".join(_chunks(response))
         finally:
             close = getattr(response, "close", None)
             if close is not None:
@@ -160,19 +185,43 @@ class ThreadedDjangoApplication:
         loop: asyncio.AbstractEventLoop,
         send: Send,
     ) -> None:
-        def deliver(message: Message) -> None:
-            asyncio.run_coroutine_threadsafe(send(message), loop).result()
+        """In a stream thread: the response's chunks sent as the client takes them, then the
+        response closed (its ``request_finished`` in this thread). A client that takes nothing
+        for ``CTXWEB_SEND_TIMEOUT`` seconds, or that left, ends it: the server closes the
+        connection of an answer left unfinished."""
+        timeout = settings.CTXWEB_SEND_TIMEOUT
 
-        deliver({"type": "http.response.start", "status": status, "headers": headers})
-        for chunk in _chunks(response):
-            if chunk:
-                deliver({"type": "http.response.body", "body": chunk, "more_body": True})
-        deliver({"type": "http.response.body", "body": b""})
+        def deliver(message: Message) -> None:
+            future = asyncio.run_coroutine_threadsafe(send(message), loop)
+            try:
+                future.result(timeout=timeout)
+            except FutureTimeout:
+                future.cancel()
+                raise ClientStalled(f"the client took nothing for {timeout:g}s") from None
+
+        try:
+            deliver({"type": "http.response.start", "status": status, "headers": headers})
+            for chunk in _chunks(response):
+                if chunk:
+                    deliver({"type": "http.response.body", "body": chunk, "more_body": True})
+            deliver({"type": "http.response.body", "body": b""})
+        except ClientStalled as stalled:
+            logger.info("serving: a streamed answer was abandoned: %s", stalled)
+        except OSError as gone:  # the client left (the server's send raises)
+            logger.info("serving: the client left during a streamed answer: %r", gone)
+        finally:
+            close = getattr(response, "close", None)
+            if close is not None:
+                close()
+
+
+class ClientStalled(Exception):
+    """A streamed answer's client took nothing for ``CTXWEB_SEND_TIMEOUT`` seconds."""
 
 
 async def _body(receive: Receive) -> BinaryIO | None:
-    """The request's whole body as a file: in memory as it came when it came in one message
-    (daphne sends up to a megabyte at once), else spooled to disk past
+    """The request's whole body as a file: in memory as it came when it came in one message,
+    else spooled to disk past
     ``FILE_UPLOAD_MAX_MEMORY_SIZE``, as Django's ASGI handler does; ``None`` if the caller left."""
     message = await receive()
     if message["type"] == "http.disconnect":

@@ -49,7 +49,7 @@ class ProxyApplication:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
+        path = _route_path(scope)
         if scope["type"] == "http" and scope.get("method") == "HEAD" and CHECKED.match(path):
             await _reachable(scope, send)
             return
@@ -71,6 +71,9 @@ class ProxyApplication:
                 relayed = error(provider, 400, "invalid_request_error", "ctxweb: bad Host header.")
             else:
                 raw = scope.get("raw_path") or b""
+                root = str(scope.get("root_path", "") or "").encode("utf-8")
+                if root and raw.startswith(root):
+                    raw = raw[len(root) :]
                 prefix = f"/proxy/{provider}/v1/".encode()
                 rest = (
                     raw[len(prefix) :].decode("latin-1")
@@ -89,6 +92,14 @@ class ProxyApplication:
             logger.exception("proxy: the call could not be relayed")
             relayed = error(provider, 500, "api_error", "ctxweb: the proxy failed.")
         await _answer(relayed, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes match: the request's, less the root path ctxweb is served under
+    (``CTXWEB_ROOT_PATH``, which the server puts in front of it; no request can set it)."""
+    path = str(scope.get("path", ""))
+    root = str(scope.get("root_path", "") or "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 async def _reachable(scope: Scope, send: Send) -> None:

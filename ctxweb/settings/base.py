@@ -67,7 +67,7 @@ CTXWEB_PROXY_COUNT = envint("CTXWEB_PROXY_COUNT", 0)
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
+    "ctxweb.web",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -329,10 +329,25 @@ CTXWEB_IMPORT_INLINE_BYTES = envint("CTXWEB_IMPORT_INLINE_BYTES", 1024 * 1024)
 # second of acknowledged turns (whole turns, never part of one). Durable by default.
 CTXWEB_INGEST_SYNCHRONOUS_COMMIT = envbool("CTXWEB_INGEST_SYNCHRONOUS_COMMIT", True)
 
+# The web server (ctxweb.server, uvicorn): the path ctxweb is served under behind a proxy that
+# does not strip it ("" at the root; never taken from a request), how long an idle keep-alive
+# connection stays open, and how long a stopping server waits for its requests to end.
+CTXWEB_ROOT_PATH = os.environ.get("CTXWEB_ROOT_PATH", "").rstrip("/")
+CTXWEB_KEEP_ALIVE_SECONDS = envint("CTXWEB_KEEP_ALIVE_SECONDS", 5)
+CTXWEB_SHUTDOWN_SECONDS = envint("CTXWEB_SHUTDOWN_SECONDS", 30)
+# A response whose client reads nothing for this long is abandoned (its connection closed), so
+# that it holds no thread or upstream connection longer: exports, artifacts, proxied answers.
+CTXWEB_SEND_TIMEOUT = envfloat("CTXWEB_SEND_TIMEOUT", 60.0)
+
 # Request size: a turn carries a whole context; 32 MB by default, 413 above it.
 #: Threads serving Django's HTTP requests in each server process (ctxweb.serving): as many
 #: requests run at once, each thread keeps its database connection.
 CTXWEB_HTTP_THREADS = envint("CTXWEB_HTTP_THREADS", 16)
+#: Threads of the telemetry receivers (OTLP, Langfuse), apart: a flood of exports never queues
+#: in front of a page; and threads producing streaming responses (exports, artifacts) as their
+#: clients take them.
+CTXWEB_CAPTURE_THREADS = envint("CTXWEB_CAPTURE_THREADS", 4)
+CTXWEB_STREAM_THREADS = envint("CTXWEB_STREAM_THREADS", 16)
 CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024

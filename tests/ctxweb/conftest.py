@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from ctxweb.accounts.models import Project
 from ctxweb.accounts.services import project_create
 from tests.support.browser import PASSWORD, USERNAME, chromium, orm_beside_playwright
-from tests.support.servers import Daphne, ServerFailed, database_server_env
+from tests.support.servers import LiveServer, ServerFailed, database_server_env
 from tests.support.world import World, make_world
 
 
@@ -49,12 +49,12 @@ def project(transactional_db: None) -> Project:
 @pytest.fixture
 def start_server(
     transactional_db: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[..., Daphne]]:
+) -> Iterator[Callable[..., LiveServer]]:
     """Start daphne processes on the test database (extra environment as keywords)."""
-    started: list[Daphne] = []
+    started: list[LiveServer] = []
 
-    def start(**env: str) -> Daphne:
-        server = Daphne(database_server_env(tmp_path_factory.mktemp("server-data"), **env))
+    def start(**env: str) -> LiveServer:
+        server = LiveServer(database_server_env(tmp_path_factory.mktemp("server-data"), **env))
         started.append(server)
         try:
             return server.wait_ready()

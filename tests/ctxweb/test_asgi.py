@@ -2,7 +2,7 @@
 ``CTXWEB_MAX_REQUEST_BYTES`` and handed to Django whole (it used to arrive empty), refused with 413
 as soon as it goes over; a declared length over the cap is refused before a byte is read.
 
-Through the real ``ctxweb.asgi.application`` in process, and once through daphne with a client
+Through the real ``ctxweb.asgi.application`` in process, and once through the server with a client
 that sends ``Transfer-Encoding: chunked``.
 """
 
@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import io
 import json
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,9 +20,8 @@ from asgiref.sync import async_to_sync
 
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn
-from ctxweb.middleware import ReceivedBody, log_after_sending, write_now
 from tests.support.builders import body, history
-from tests.support.servers import Daphne, create_key, daphne, embedded_env
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 from tests.support.world import World
 
 
@@ -119,15 +116,15 @@ def test_a_declared_length_over_the_cap_is_refused_before_reading(
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daphne, str]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
     env = embedded_env(tmp_path_factory.mktemp("asgi"), CTXWEB_MAX_REQUEST_BYTES="200000")
     key = create_key(env, role="ingest")
-    with daphne(env) as server:
+    with live_server(env) as server:
         yield server, key
 
 
 @pytest.fixture
-def capped_server(live: tuple[Daphne, str]) -> tuple[str, str]:
+def capped_server(live: tuple[LiveServer, str]) -> tuple[str, str]:
     server, key = live
     return f"127.0.0.1:{server.port}", key
 
@@ -148,7 +145,7 @@ def post_chunked(host: str, key: str, data: bytes) -> tuple[int, Any]:
     return response.status, answer
 
 
-def test_daphne_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
+def test_the_server_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
     capped_server: tuple[str, str],
 ) -> None:
     host, key = capped_server
@@ -159,7 +156,7 @@ def test_daphne_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
     try:
         status, answer = post_chunked(host, key, json.dumps(big).encode())
     except OSError:
-        # daphne answers 413 and closes the connection as soon as the cap is passed; a client
+        # the server answers 413 and closes the connection as soon as the cap is passed; a client
         # still sending sees the connection closed before it reads the answer.
         status, answer = 413, {"error": {"code": "too_large"}}
     assert status == 413, answer
@@ -169,11 +166,11 @@ def test_daphne_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
     assert (status, answer["index"]) == (201, 1)
 
 
-def test_daphne_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
+def test_the_server_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
     capped_server: tuple[str, str],
 ) -> None:
-    """Twisted, under daphne, used to answer a bare empty 400 itself for a multipart body it
-    could not parse; ctxweb answers in the API's shape, naming the missing file."""
+    """A multipart body that cannot be parsed reaches ctxweb (daphne's Twisted used to answer a
+    bare empty 400 itself), which answers in the API's shape, naming the missing file."""
     host, key = capped_server
     connection = http.client.HTTPConnection(host, timeout=60)
     connection.request(
@@ -193,106 +190,21 @@ def test_daphne_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
     assert "file" in answer["error"]["fields"]
 
 
-def test_daphne_still_logs_each_request(live: tuple[Daphne, str]) -> None:
-    """The access log line is written after the answer, and still written."""
+def test_the_server_still_logs_each_request(live: tuple[LiveServer, str]) -> None:
+    """Each request has its access log line."""
     server, _ = live
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     connection.request("GET", "/api/v1/health?logged=1")
     assert connection.getresponse().read()
     connection.close()
     for _ in range(50):
-        if '"GET /api/v1/health?logged=1" 200' in server.log:
+        if '"GET /api/v1/health?logged=1 HTTP/1.1" 200' in server.log:
             break
         time.sleep(0.1)
-    assert '"GET /api/v1/health?logged=1" 200' in server.log, server.output
+    assert '"GET /api/v1/health?logged=1 HTTP/1.1" 200' in server.log, server.output
 
 
-def test_an_access_log_line_waits_for_the_sockets_written_on_the_next_turn() -> None:
-    """What the loop finds ready on its next turn (a socket to write the answer to) goes before
-    the log line; outside a loop the line is written at once."""
-    order: list[str] = []
-
-    class Server:
-        def action_logger(self, protocol: Any, action: str, details: dict[str, Any]) -> None:
-            order.append(f"log {action} {details['path']}")
-
-    log_after_sending(Server)
-
-    async def answer() -> None:
-        loop = asyncio.get_running_loop()
-        Server().log_action(None, "http", {"path": "/a"})  # type: ignore[attr-defined]
-        order.append("logged?")
-        # The next turn's ready socket callbacks, as Twisted's writes are: queued as the loop
-        # handles events, before its timers.
-        loop.call_soon(order.append, "answer sent")
-        await asyncio.sleep(0.01)
-
-    asyncio.run(answer())
-    assert order == ["logged?", "answer sent", "log http /a"]
-    Server().log_action(None, "http", {"path": "/b"})  # type: ignore[attr-defined]
-    assert order[-1] == "log http /b"
-
-
-def test_an_answer_is_written_to_its_socket_at_once() -> None:
-    """Twisted holds a write until the event loop's next turn; ``write_now`` sends it at once,
-    and the loop has nothing left to write."""
-    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
-    from twisted.internet.protocol import Protocol
-    from twisted.internet.tcp import Connection
-
-    loop = asyncio.new_event_loop()
-    ours, theirs = socket.socketpair()
-    try:
-        reactor = AsyncioSelectorReactor(loop)
-        ours.setblocking(False)
-        theirs.setblocking(False)
-        transport = Connection(ours, Protocol(), reactor)
-        transport.connected = True  # as a server's accepted connection is
-        transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
-        with pytest.raises(BlockingIOError):
-            theirs.recv(100)  # waits for the loop
-        assert transport in reactor.getWriters()
-        write_now(transport, reactor)
-        assert theirs.recv(100) == b"HTTP/1.1 200 OK\r\n\r\n"
-        assert transport not in reactor.getWriters()
-        write_now(transport, reactor)  # nothing waits: nothing happens
-        with pytest.raises(BlockingIOError):
-            theirs.recv(100)
-        # A peer gone: the reactor's own handling closes the connection.
-        theirs.close()
-        transport.write(b"more")
-        write_now(transport, reactor)
-        assert transport.disconnected
-    finally:
-        ours.close()
-        theirs.close()
-        loop.close()
-
-
-def test_a_received_body_reads_back_what_was_written_in_pieces() -> None:
-    """Twisted writes a body in pieces, asks where it ends and goes back to its start; daphne
-    reads it in messages (the whole at once: the very bytes joined, not a copy)."""
-    received = ReceivedBody()
-    assert received.write(b'{"a": ') == 6
-    received.write(memoryview(b'"x" * 3}'))
-    assert received.tell() == 14
-    assert received.seek(0, io.SEEK_SET) == 0
-    whole = received.read(1024 * 1024)
-    assert whole == b'{"a": "x" * 3}'
-    assert received.read(10) == b""
-    received.seek(0)
-    assert received.read() is whole
-    received.seek(2)
-    assert (received.read(3), received.read()) == (b'a":', b' "x" * 3}')
-    with pytest.raises(io.UnsupportedOperation):
-        received.write(b"more")  # written once, then read
-    received.close()
-    assert received.closed
-    with pytest.raises(ValueError, match="closed"):
-        received.read()
-
-
-def test_daphne_reads_a_large_body_whole(live: tuple[Daphne, str]) -> None:
+def test_the_server_reads_a_large_body_whole(live: tuple[LiveServer, str]) -> None:
     """A body of many socket reads (under the cap) arrives whole and in order."""
     server, key = live
     big = body(history(3, output="".join(f"line {i}\n" for i in range(5_000))))

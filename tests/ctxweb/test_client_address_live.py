@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.support.builders import body, history
-from tests.support.servers import Daphne, create_key, daphne, embedded_env, post
+from tests.support.servers import LiveServer, create_key, live_server, embedded_env, post
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ LIMIT, ADDRESS_LIMIT = 10, 30
 
 @dataclass
 class Live:
-    server: Daphne
+    server: LiveServer
     key: str
 
 
@@ -44,14 +44,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         CTXWEB_LOGIN_ADDRESS_FAILURE_LIMIT=str(ADDRESS_LIMIT),
     )
     key = create_key(env, owner=OWNER, password=PASSWORD)
-    with daphne(env) as server:
+    with live_server(env) as server:
         yield Live(server, key)
 
 
 class Browser:
     """One client of the live server: its cookies, and the login form's CSRF token."""
 
-    def __init__(self, server: Daphne) -> None:
+    def __init__(self, server: LiveServer) -> None:
         self.port = server.port
         self.cookies: dict[str, str] = {}
         status, html = self.request("GET", "/accounts/login/")

@@ -32,7 +32,7 @@ from django.db import connection
 from compaction.messages import parse
 from ctxweb.contexts.models import Message, Session, Turn
 from tests.support.builders import AGENTS, COMMON, assert_turn_holds, turn_body
-from tests.support.servers import Daphne, Reply, post, require_postgresql
+from tests.support.servers import LiveServer, Reply, post, require_postgresql
 from tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def post_twice(url: str, key: str, payload: Mapping[str, Any]) -> tuple[Reply, R
     return first, second
 
 
-def run_clients(work: Callable[[int], Any], server: Daphne) -> list[Any]:
+def run_clients(work: Callable[[int], Any], server: LiveServer) -> list[Any]:
     """Run ``work(client)`` for every client at once; fail if the burst outlives its bound."""
     pool = ThreadPoolExecutor(CLIENTS)
     futures = [pool.submit(work, c) for c in range(CLIENTS)]
@@ -82,7 +82,7 @@ def run_clients(work: Callable[[int], Any], server: Daphne) -> list[Any]:
 
 
 def test_clients_racing_on_one_session_store_each_turn_once_in_order(
-    world: World, start_server: Callable[..., Daphne]
+    world: World, start_server: Callable[..., LiveServer]
 ) -> None:
     server = start_server()
     url = f"{server.url}/api/v1/sessions/shared/turns"
@@ -121,7 +121,7 @@ def test_clients_racing_on_one_session_store_each_turn_once_in_order(
 
 
 def test_clients_on_their_own_sessions_never_see_each_others_turns(
-    world: World, start_server: Callable[..., Daphne]
+    world: World, start_server: Callable[..., LiveServer]
 ) -> None:
     server = start_server()
 

@@ -44,7 +44,7 @@ from django.test import Client
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Message, Session, Turn
 from tests.support.builders import assert_turn_holds, turn_body
-from tests.support.servers import Daphne, Reply, free_port, post, require_postgresql
+from tests.support.servers import LiveServer, Reply, free_port, post, require_postgresql
 from tests.support.world import World
 
 CLIENTS = 6
@@ -105,7 +105,7 @@ def assert_nothing_half_written(world: World) -> None:
 
 @pytest.mark.parametrize("conn_max_age", ["0", "60"], ids=["fresh-connections", "persistent"])
 def test_dropped_database_connections_fail_posts_that_a_retry_stores_whole(
-    world: World, start_server: Callable[..., Daphne], conn_max_age: str
+    world: World, start_server: Callable[..., LiveServer], conn_max_age: str
 ) -> None:
     server = start_server(CONN_MAX_AGE=conn_max_age)
     stop = threading.Event()
@@ -222,7 +222,7 @@ PAGE_ORIGIN = "https://ctxweb.example.com"
 class WebSocket:
     """A minimal RFC 6455 client over a plain socket: enough to hear a session's events."""
 
-    def __init__(self, server: Daphne, path: str, cookie: str) -> None:
+    def __init__(self, server: LiveServer, path: str, cookie: str) -> None:
         self.sock = socket.create_connection(("127.0.0.1", server.port or 0), timeout=10)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(
@@ -289,7 +289,7 @@ class WebSocket:
 
 
 def live_again(
-    server: Daphne, cookie: str, url: str, key: str, *, first_step: int
+    server: LiveServer, cookie: str, url: str, key: str, *, first_step: int
 ) -> tuple[dict[str, Any], int]:
     """What the dashboard does once Redis is back: (re)connect, closed or not, until a new turn
     is heard. A turn is posted on each try (events are dropped for a moment after a timeout).
@@ -321,7 +321,7 @@ def live_again(
 
 @pytest.mark.parametrize("outage", ["killed", "frozen"])
 def test_ingestion_outlives_redis_and_live_updates_resume_when_it_returns(
-    world: World, start_server: Callable[..., Daphne], own_redis: RedisServer, outage: str
+    world: World, start_server: Callable[..., LiveServer], own_redis: RedisServer, outage: str
 ) -> None:
     server = start_server(REDIS_URL=own_redis.url, CTXWEB_ALLOWED_ORIGINS=PAGE_ORIGIN)
     url = f"{server.url}/api/v1/sessions/live/turns"

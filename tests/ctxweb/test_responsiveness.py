@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 KEYWORDS = "error failed tool call result must decided chosen "
 
@@ -30,7 +30,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """daphne in the embedded shape, and an operator key."""
     env = embedded_env(tmp_path_factory.mktemp("responsive"))
     key = create_key(env)
-    with daphne(env) as server:
+    with live_server(env) as server:
         yield server.url, key
 
 

@@ -21,7 +21,7 @@ from django.db import connection
 from ctxweb.asgi import application
 from ctxweb.serving import environ_for
 from tests.support.builders import body, history
-from tests.support.servers import daphne, database_server_env, require_postgresql
+from tests.support.servers import live_server, database_server_env, require_postgresql
 from tests.support.world import World
 
 
@@ -155,7 +155,7 @@ THREADS = 2
 def postgres_server(tmp_path: Any, world: World) -> Iterator[tuple[int, str]]:
     require_postgresql("a server's own connections")
     env = {**database_server_env(tmp_path), "CTXWEB_HTTP_THREADS": str(THREADS)}
-    with daphne(env) as server:
+    with live_server(env) as server:
         yield server.port, world.ingest_key
 
 

@@ -777,7 +777,7 @@ def _capture(out: Path) -> None:
     default model) and ``out/codex-gpt-5.1-codex`` (a model of classic function tools)."""
     import tempfile
 
-    from tests.support.servers import create_key, daphne, embedded_env
+    from tests.support.servers import create_key, live_server, embedded_env
 
     with tempfile.TemporaryDirectory() as scratch, agent_stand_in(Path(scratch) / "work") as api:
         root = Path(scratch)
@@ -793,7 +793,7 @@ def _capture(out: Path) -> None:
             CTXWEB_RATE_LIMIT_COSTLY="",
         )
         key = create_key(env, role="operator")
-        with daphne(env) as server:
+        with live_server(env) as server:
             prompt = "Read notes.txt and tell me the answer."
             for agent, runs in (
                 ("claude-code", [("-p", prompt), ("-p", "--continue", "Now list the files.")]),

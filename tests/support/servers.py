@@ -1,9 +1,10 @@
-"""Live servers for tests and benchmarks: ``daphne ctxweb.asgi:application`` in a subprocess.
+"""Live servers for tests and benchmarks: ``python -m ctxweb.server`` (uvicorn serving
+``ctxweb.asgi:application``, as production runs it) in a subprocess.
 
 :func:`embedded_env` is the environment of a throwaway embedded ctxweb (its own SQLite file and
 data folder, nothing inherited from the caller's ctxweb settings); :func:`manage` runs a
 ``manage.py`` command in it and :func:`create_key` sets up a project and an API key in one
-interpreter; :class:`Daphne` starts a server on a free loopback port and waits for its health
+interpreter; :class:`LiveServer` starts a server on a free loopback port and waits for its health
 check. Failures raise :class:`ServerFailed` with the server's last output.
 """
 
@@ -106,9 +107,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class Daphne:
-    """``daphne ctxweb.asgi:application`` (or another ``app``) on a free loopback port, in its
-    own process group, its output collected (the last lines go into failure messages)."""
+class LiveServer:
+    """``python -m ctxweb.server`` serving ``ctxweb.asgi:application`` (or another ``app``) on a
+    free loopback port, in its own process group, its output collected (the last lines go into
+    failure messages)."""
 
     def __init__(
         self,
@@ -120,9 +122,14 @@ class Daphne:
     ) -> None:
         self.process = subprocess.Popen(
             [
-                str(Path(sys.executable).with_name("daphne")),
-                "-e",
-                f"tcp:port={port}:interface=127.0.0.1",
+                sys.executable,
+                "-m",
+                "ctxweb.server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--app",
                 app,
             ],
             cwd=ROOT,
@@ -143,7 +150,7 @@ class Daphne:
         for line in self.process.stdout:
             if len(self.lines) < self.keep_lines:
                 self.lines.append(line)
-            found = re.search(r"Listening on TCP address [\d.]+:(\d+)", line)
+            found = re.search(r"ctxweb: listening on http://[\d.]+:(\d+)", line)
             if found and self.port is None:
                 self.port = int(found.group(1))
 
@@ -161,7 +168,7 @@ class Daphne:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, seconds: float = READY_SECONDS) -> Daphne:
+    def wait_ready(self, seconds: float = READY_SECONDS) -> LiveServer:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.port is not None:
@@ -172,9 +179,9 @@ class Daphne:
                 except OSError:
                     pass
             if self.process.poll() is not None:
-                raise ServerFailed(f"daphne exited ({self.process.returncode}):\n{self.output}")
+                raise ServerFailed(f"the server exited ({self.process.returncode}):\n{self.output}")
             time.sleep(0.1)
-        raise ServerFailed(f"daphne was not ready in {seconds:.0f}s:\n{self.output}")
+        raise ServerFailed(f"the server was not ready in {seconds:.0f}s:\n{self.output}")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -188,11 +195,11 @@ class Daphne:
 
 
 @contextmanager
-def daphne(
+def live_server(
     env: Mapping[str, str], *, app: str = "ctxweb.asgi:application", port: int = 0
-) -> Iterator[Daphne]:
+) -> Iterator[LiveServer]:
     """A ready server, stopped on exit (on ``port``, or a free one)."""
-    server = Daphne(env, app=app, port=port)
+    server = LiveServer(env, app=app, port=port)
     try:
         yield server.wait_ready()
     finally:

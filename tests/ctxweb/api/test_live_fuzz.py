@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fuzz import schemathesis_live
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SEED = 20261124
@@ -30,7 +30,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         tmp_path_factory.mktemp("fuzz"), CTXWEB_RATE_LIMIT="", CTXWEB_RATE_LIMIT_COSTLY=""
     )
     key = create_key(env)
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ctxweb.front.setup import setup_snippets
-from tests.support.servers import ROOT, create_key, daphne, embedded_env
+from tests.support.servers import ROOT, create_key, live_server, embedded_env
 
 #: (client, streaming, whether its spans carry the tool definitions)
 CLIENTS = [
@@ -37,7 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     env = embedded_env(tmp_path_factory.mktemp("otlp"))
     key = create_key(env, project="agents", role="ingest")
     foreign = create_key(env, project="elsewhere", role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key, foreign
 
 

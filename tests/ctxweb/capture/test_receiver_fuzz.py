@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
 
 from ctxweb.wsgi import application
 from tests.support.fuzz import same_connection, schemathesis_live
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 from tests.support.world import World
 
 DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "receivers.openapi.yaml"
@@ -97,7 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         tmp_path_factory.mktemp("fuzz"), CTXWEB_RATE_LIMIT="", CTXWEB_RATE_LIMIT_COSTLY=""
     )
     key = create_key(env, role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key
 
 

@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a server process reads what a test wrote
 
@@ -35,7 +35,7 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
         return
     env = embedded_env(tmp_path, CTXWEB_RATE_LIMIT="", CTXWEB_RATE_LIMIT_COSTLY="")
     key = create_key(env, role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key
 
 

@@ -29,7 +29,7 @@ import pytest
 
 from ctxweb.contexts.demo import coding_session
 from tests.support.browser import PASSWORD, USERNAME, chromium, require_chromium, shot
-from tests.support.servers import ROOT, Daphne, create_key, daphne, embedded_env, free_port
+from tests.support.servers import ROOT, LiveServer, create_key, live_server, embedded_env, free_port
 
 PROJECT = "live"
 SESSION = "live-session"
@@ -52,7 +52,7 @@ pytestmark = [pytest.mark.browser]
 class Server:
     url: str
     key: str
-    daphne: Daphne
+    daphne: LiveServer
 
 
 def _environment(data_dir: Path) -> dict[str, str]:
@@ -86,7 +86,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 stderr=subprocess.STDOUT,
             )
     try:
-        with daphne(env, port=port) as running:
+        with live_server(env, port=port) as running:
             yield Server(url=running.url, key=key, daphne=running)
     finally:
         if worker is not None:

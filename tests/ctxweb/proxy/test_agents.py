@@ -46,7 +46,7 @@ from tests.support.agents import (
     run_codex,
     tap,
 )
-from tests.support.servers import Daphne, create_key, daphne, embedded_env
+from tests.support.servers import LiveServer, create_key, live_server, embedded_env
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
@@ -107,7 +107,7 @@ ITEM_TYPES = {
 
 @dataclass
 class World:
-    server: Daphne
+    server: LiveServer
     api: AgentStandIn
     #: Between the agents and ctxweb: what the agents sent, before managed mode changed it.
     tap: Tap
@@ -132,7 +132,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             CTXWEB_RATE_LIMIT_COSTLY="",
         )
         keys = {agent: create_key(env, project=agent) for agent in AGENTS}
-        with daphne(env) as server, tap(server.url) as tapped:
+        with live_server(env) as server, tap(server.url) as tapped:
             yield World(server, api, tapped, root / "data", root, workdir, keys)
 
 

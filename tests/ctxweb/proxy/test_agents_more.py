@@ -39,7 +39,7 @@ from tests.support.agents_more import (
     run,
     version,
 )
-from tests.support.servers import Daphne, create_key, daphne, embedded_env
+from tests.support.servers import LiveServer, create_key, live_server, embedded_env
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
@@ -48,7 +48,7 @@ PROVIDER_KEY = "sk-provider-secret-agents-more-0123456789"
 
 @dataclass
 class Live:
-    server: Daphne
+    server: LiveServer
     key: str
     data: Path
     api: ChatStandIn
@@ -129,7 +129,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             CTXWEB_RATE_LIMIT="",
         )
         key = create_key(env, role="ingest")
-        with daphne(env) as server:
+        with live_server(env) as server:
             yield Live(server, key, data, api)
 
 

@@ -28,7 +28,7 @@ import pytest
 import zstandard
 from openai import OpenAI
 
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 QUESTION: Any = [{"role": "user", "content": "Why does the test fail?"}]
@@ -147,7 +147,7 @@ def server(
         CTXWEB_RATE_LIMIT="",
     )
     key = create_key(env, role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key
 
 

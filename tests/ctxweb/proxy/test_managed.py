@@ -14,7 +14,7 @@ from openai import OpenAI
 
 from tests.support.managed import OUTPUT, call_api, wait
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def server(
         CTXWEB_RATE_LIMIT_COSTLY="",
     )
     key = create_key(env, role="operator")
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key
 
 

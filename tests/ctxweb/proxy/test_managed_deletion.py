@@ -21,7 +21,7 @@ from openai import OpenAI
 
 from tests.support.managed import OUTPUT, call_api, wait
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 POINTER = "[EXTERNALIZED:"
 
@@ -44,11 +44,11 @@ def servers(
         CTXWEB_RATE_LIMIT_COSTLY="",
     )
     key = create_key(env, role="operator")
-    with daphne(env) as agents:
+    with live_server(env) as agents:
         if request.param == "one process":
             yield agents.url, agents.url, key
         else:
-            with daphne(env) as operators:
+            with live_server(env) as operators:
                 yield agents.url, operators.url, key
 
 

@@ -43,7 +43,7 @@ from ctxweb.contexts.models import Turn, UnreadCall
 from ctxweb.proxy.relay import recording_idle
 from tests.support.fuzz import schemathesis_live
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 from tests.support.world import World
 
 DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "proxy.openapi.yaml"
@@ -175,7 +175,7 @@ def server(
         CTXWEB_UNREAD_CALLS_PER_PROJECT="100000",
     )
     key = create_key(env, role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         yield running.url, key, data
 
 

@@ -19,12 +19,12 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import Daphne, create_key, daphne, embedded_env
+from tests.support.servers import LiveServer, create_key, live_server, embedded_env
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 TOOL = {"tool": "read_file", "arguments": {"path": "src/app.py"}}
 #: The running servers by URL, so a failure can show what the server wrote.
-RUNNING: dict[str, Daphne] = {}
+RUNNING: dict[str, LiveServer] = {}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def server(
         CTXWEB_RATE_LIMIT="",
     )
     key = create_key(env, role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         RUNNING[running.url] = running
         yield running.url, key, data
 
@@ -360,7 +360,7 @@ def test_each_key_has_its_rate_limit_in_the_providers_shape(
         CTXWEB_RATE_LIMIT="3/min",
     )
     key = create_key(env, role="ingest")
-    with daphne(env) as running:
+    with live_server(env) as running:
         client = OpenAI(
             base_url=f"{running.url}/proxy/openai/v1",
             api_key=PROVIDER_KEY,

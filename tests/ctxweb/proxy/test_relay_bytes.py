@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 #: A header value as the upstream writes it: UTF-8, with a character outside Latin-1.
 NOTE = "réponse ✓ 答".encode()
@@ -87,7 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     )
     key = create_key(env, role="ingest")
     try:
-        with daphne(env) as running:
+        with live_server(env) as running:
             yield running.url, key
     finally:
         upstream.shutdown()

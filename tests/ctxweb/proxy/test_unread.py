@@ -35,7 +35,7 @@ from ctxweb.contexts.services.unread import (
 )
 from tests.support.builders import body, history
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 from tests.support.world import World
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
@@ -57,7 +57,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
             CTXWEB_RATE_LIMIT="",
         )
         key = create_key(env, role="operator", owner=OWNER, password=PASSWORD)
-        with daphne(env) as running:
+        with live_server(env) as running:
             yield running.url, key, stand_in
 
 

@@ -15,7 +15,7 @@ import pytest
 from anthropic import Anthropic
 
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, daphne, embedded_env
+from tests.support.servers import create_key, live_server, embedded_env
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 BETA_1M = "context-1m-2025-08-07"
@@ -30,7 +30,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
             CTXWEB_RATE_LIMIT="",
         )
         key = create_key(env, role="ingest")
-        with daphne(env) as running:
+        with live_server(env) as running:
             yield running.url, key, stand_in
 
 

@@ -1,0 +1,1 @@
+"""The web server's Django app: ``manage.py runserver`` serves with :mod:`ctxweb.server`."""
