@@ -16,7 +16,9 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services._sql import (
     _ASYNCHRONOUS_COMMIT,
+    Fixed,
     _batches_statements,
+    _execute_at_once,
     _loaded,
     _locked_sql,
     _synchronous_commit,
@@ -121,7 +123,8 @@ def _session_locked(
     In SQL: the ORM spends longer building these queries than the database running them. Two
     statements, the turns read once the session is locked (a read in the locking statement
     would see the turns as they were before it waited), sent at once with ``then`` where the
-    driver allows: one round trip.
+    driver allows: one round trip, the two kept prepared on a kept connection
+    (:func:`_execute_at_once`).
     """
     sql = _locked_sql()
     key: list[Any] = [project.pk, external_id]
@@ -129,13 +132,14 @@ def _session_locked(
     asynchronous = connection.vendor == "postgresql" and not _synchronous_commit()
     with connection.cursor() as cursor:
         if _batches_statements():
-            statements, params = f"{sql.session}; {sql.turns}", [*key, *key, turn_id]
+            statements: list[tuple[str | Fixed, Sequence[Any]]] = [
+                (Fixed(sql.session), key),
+                (Fixed(sql.turns), [*key, turn_id]),
+            ]
             if asynchronous:
-                statements = f"{_ASYNCHRONOUS_COMMIT}; {statements}"
-            for statement in then:
-                statements = f"{statements}; {statement.sql}"
-                params = [*params, *statement.params]
-            cursor.execute(statements, params)
+                statements.insert(0, (_ASYNCHRONOUS_COMMIT, []))
+            statements += [(statement.sql, statement.params) for statement in then]
+            _execute_at_once(cursor, statements)
             if asynchronous:
                 cursor.nextset()
             sessions = _loaded(Session, cursor)

@@ -1,0 +1,150 @@
+"""A turn's fixed statements kept prepared on a PostgreSQL connection that outlives requests
+(``services._sql._execute_at_once``): the same rows stored, each statement prepared once per
+connection, and a connection whose prepared statements vanished serving again after one
+failed turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
+
+from ctxweb.contexts import selectors, services
+from ctxweb.contexts.models import Message, Turn
+from ctxweb.contexts.services import _sql
+from tests.support.world import World
+
+pytestmark = pytest.mark.django_db
+
+
+def chat_body(turns: int) -> dict[str, Any]:
+    """An agent's body after ``turns`` calls, each adding a tool call and its result."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "List the files in the repository."},
+    ]
+    for n in range(turns):
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "ls", "arguments": "{}"},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": f"file {n}\n" * 40},
+        ]
+    return {"model": "gpt-4o", "messages": messages, "max_tokens": 1000 + turns}
+
+
+def ingest(world: World, external_id: str, turns: int) -> Turn:
+    request, turn_id = chat_body(turns), f"t-{turns}"
+    body = {"format": "openai-chat", "request": request, "turn_id": turn_id}
+    context = services.turn_request_parse(
+        project=world.project, external_id=external_id, format="openai-chat", request=request
+    )
+    return services.turn_ingest(
+        project=world.project,
+        external_id=external_id,
+        context=context,
+        turn_id=turn_id,
+        body=body,
+    ).turn
+
+
+def stored(external_id: str) -> list[tuple[Any, ...]]:
+    """What a session's turns hold, without keys and times: comparable between sessions."""
+    hashes = dict(Message.objects.values_list("id", "hash"))
+    rows = []
+    for turn in Turn.objects.filter(session__external_id=external_id).order_by("index"):
+        ids = selectors.turn_message_ids(session=turn.session, index=turn.index)
+        rows.append(
+            (
+                turn.index,
+                turn.turn_id,
+                turn.body_hash,
+                [hashes[i] for i in ids],
+                turn.shared,
+                turn.keyframe,
+                turn.total_tokens,
+                turn.regions,
+                turn.max_output_tokens,
+                turn.session.turn_count,
+                turn.session.output_reserve,
+            )
+        )
+    return rows
+
+
+@pytest.fixture
+def kept_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections kept across requests, as served (the tests' settings close them)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 300)
+
+
+def sent(queries: CaptureQueriesContext) -> str:
+    """The statements run, less transaction control (the test's savepoints)."""
+    control = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "COMMIT")
+    return "; ".join(q["sql"] for q in queries.captured_queries if not q["sql"].startswith(control))
+
+
+def test_a_kept_connection_prepares_a_turns_statements_once_and_stores_the_same_rows(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    for n in range(1, 6):
+        ingest(world, "plain", n)
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 300)
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # what another test of this connection prepared
+    _sql._PREPARED.clear()
+    texts = []
+    for n in range(1, 6):
+        with CaptureQueriesContext(connection) as queries:
+            ingest(world, "prepared", n)
+        texts.append(sent(queries))
+    # The session's lock and previous turn, and the turn's insert: prepared on the first turn
+    # (the first turn of a session creates it, and locks it again), run as EXECUTE after.
+    assert texts[0].count("PREPARE ") == 3
+    for text in texts[1:]:
+        assert "PREPARE " not in text
+        assert text.count("EXECUTE ctxweb_") == 3
+    assert stored("prepared") == stored("plain")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'ctxweb_%%'")
+        assert cursor.fetchone()[0] == 3
+
+
+def test_a_connection_whose_prepared_statements_vanished_serves_again_after_one_failed_turn(
+    world: World, kept_connection: None
+) -> None:
+    for n in range(1, 4):
+        ingest(world, "s1", n)
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # a pooler's reset, behind ctxweb's back
+    with pytest.raises(DatabaseError):
+        ingest(world, "s1", 4)
+    with CaptureQueriesContext(connection) as queries:
+        turn = ingest(world, "s1", 4)
+    assert sent(queries).startswith("DEALLOCATE ALL; PREPARE ")
+    assert turn.index == 3
+    with CaptureQueriesContext(connection) as queries:
+        ingest(world, "s1", 5)
+    assert "PREPARE " not in sent(queries)
+    assert "DEALLOCATE" not in sent(queries)
+    for n in range(1, 6):
+        ingest(world, "again", n)
+    assert stored("s1") == stored("again")
+
+
+def test_a_connection_closed_by_each_request_prepares_nothing(world: World) -> None:
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0  # the tests' settings
+    for n in range(1, 4):
+        with CaptureQueriesContext(connection) as queries:
+            ingest(world, "s1", n)
+        assert "PREPARE" not in sent(queries)
+        assert "EXECUTE" not in sent(queries)
