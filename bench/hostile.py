@@ -1,0 +1,686 @@
+"""Hostile load benchmark: well-behaved agents through the proxy while others misbehave (issue 33).
+
+Usage: ``.venv/bin/python bench/hostile.py [--shape embedded|production|both] [--seconds 60]
+[--kill-at SECONDS] [--callers 32] [--no-write]``
+
+One run per shape, on one ctxweb server (``python -m ctxweb.server``, uvicorn) and a loopback
+upstream (:mod:`hostile_upstream`, uvicorn, two workers) that streams a chat completion over
+200 ms:
+
+1. setup: a project and an operator key; a managed session of four proxied calls with long tool
+   outputs and ``ctxweb-auto`` applied to it through the API; a calibration session of two calls
+   (the size of a turn tells which call of a caller it is: every caller sends the same calls);
+2. baseline (same run): ``--callers`` streaming callers straight to the upstream for
+   ``--baseline-seconds``;
+3. idle: the server's resident memory (``VmRSS``) at rest;
+4. load, ``--seconds``: the same callers through the proxy, each its own session, with 8 hanging
+   calls (headers then nothing, or nothing), 8 clients that ask for a 512 MB answer and never
+   read it, 3 managed calls of ``--big-mb`` MB to the managed session, 4 threads posting OTLP
+   exports back to back and, a quarter in, one gzip bomb of ``--bomb-mb`` MB of empty spans;
+   ``/api/v1/health`` every 50 ms; the server's memory every 200 ms; the callers' sessions' turn
+   counts every 250 ms. At ``--kill-at`` the server's process group is killed (SIGKILL) and
+   started again on the same port and data; callers send a failed call again;
+5. afterwards (up to ``--drain`` seconds for the recorder to catch up): every call a caller read
+   whole must be a turn of its session.
+
+Each part of the load runs in its own process (:mod:`hostile_load`). Shapes: ``embedded``
+(SQLite, recording in the web process) and ``production`` (a ``ctxweb_bench_hostile`` database
+created on ``$BENCH_POSTGRES_URL`` and dropped afterwards, Redis database 13, a Celery worker
+``-c 2``). Results go to ``docs/benchmarks.md`` under ``## Hostile load``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+from hostile_load import chat_body, conversation, managed_history, run_role  # noqa: E402
+from record import report  # noqa: E402
+
+from tests.support.servers import (  # noqa: E402
+    LiveServer,
+    create_key,
+    embedded_env,
+    free_port,
+    manage,
+)
+
+SECTION = "## Hostile load"
+BENCH_DB = "ctxweb_bench_hostile"
+REDIS = "redis://127.0.0.1:6379/13"
+CALLERS = "hostile-caller-"
+MANAGED = "hostile-managed"
+TARGET_ADDED = 0.10
+TARGET_HEALTH_MS = 100.0
+TARGET_MEMORY_MB = 500.0
+TARGET_RECORDED_S = 10.0
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(len(ordered) * fraction + 0.5) - 1))]
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+class Upstream:
+    """The loopback stand-in upstream: uvicorn, two workers, in its own process group."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "hostile_upstream:app",
+                "--app-dir",
+                str(BENCH),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "2",
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+                "--log-level",
+                "warning",
+                "--no-access-log",
+                "--timeout-keep-alive",
+                "30",
+            ],
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.post(f"{self.url}/v1/chat/completions", content=b"{}", timeout=5)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError("the upstream stand-in did not start")
+
+    def stop(self) -> None:
+        stop_group(self.process)
+
+
+def stop_group(process: subprocess.Popen[Any]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+
+
+class Role:
+    """One part of the load (:mod:`hostile_load`) in its own process."""
+
+    def __init__(self, role: str, config: dict[str, Any], folder: Path) -> None:
+        self.out = folder / f"{role}.json"
+        path = folder / f"{role}.config.json"
+        path.write_text(json.dumps(config))
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(BENCH / "hostile.py"),
+                "--role",
+                role,
+                "--config",
+                str(path),
+                "--out",
+                str(self.out),
+            ],
+            cwd=ROOT,
+        )
+
+    def result(self, timeout: float = 600) -> dict[str, Any]:
+        self.process.wait(timeout=timeout)
+        loaded: dict[str, Any] = json.loads(self.out.read_text())
+        return loaded
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Memory:
+    """The server process's ``VmRSS`` every 200 ms, and its ``VmHWM`` when asked."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.samples: list[tuple[float, float]] = []
+        self.peaks: list[float] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def read(pid: int, field: str) -> float:
+        """``field`` of ``/proc/<pid>/status`` in MB (0 when the process is gone)."""
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def _run(self) -> None:
+        while self.running:
+            rss = self.read(self.pid, "VmRSS")
+            if rss:
+                self.samples.append((time.time(), rss))
+            time.sleep(0.2)
+
+    def high_water(self) -> None:
+        self.peaks.append(self.read(self.pid, "VmHWM"))
+
+
+# --- the API ------------------------------------------------------------------------------------
+
+
+def api(url: str, key: str, method: str, path: str, body: Any = None) -> Any:
+    answer = httpx.request(
+        method,
+        f"{url}/api/v1/{path}",
+        json=body,
+        timeout=60,
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    answer.raise_for_status()
+    return answer.json()
+
+
+def wait_for(check: Any, what: str, seconds: float = 120) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except httpx.HTTPStatusError as error:
+            if error.response.status_code != 404:
+                raise
+            value = None
+        if value:
+            return value
+        time.sleep(0.2)
+    raise RuntimeError(f"{what}: not within {seconds:.0f} s")
+
+
+def turns_of(url: str, key: str, session: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    while True:
+        page = api(url, key, "GET", f"sessions/{session}/turns?limit=500&offset={len(found)}")
+        items = page["results"] if isinstance(page, dict) else page
+        found += items
+        if not isinstance(page, dict) or not page.get("next"):
+            return found
+
+
+def set_up(url: str, key: str) -> tuple[int, int]:
+    """The managed session (four calls, ``ctxweb-auto`` applied) and the calibration: the
+    counted tokens of a caller's first call and what each further call adds."""
+    proxy = f"{url}/proxy/openai/v1/chat/completions"
+    headers = {"Authorization": "Bearer sk-bench", "X-Ctxweb-Key": key}
+    for messages in managed_history():
+        body = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
+        answer = httpx.post(
+            proxy, content=body, timeout=60, headers={**headers, "X-Ctxweb-Session": MANAGED}
+        )
+        answer.raise_for_status()
+    wait_for(lambda: api(url, key, "GET", f"sessions/{MANAGED}")["turn_count"] == 4, "4 turns")
+    created = api(
+        url,
+        key,
+        "POST",
+        f"sessions/{MANAGED}/operations",
+        {"strategy": "ctxweb-auto", "params": {"target_tokens": 4000, "latest_turn": "outputs"}},
+    )
+    operation = wait_for(
+        lambda: (lambda o: o if o["status"] in ("succeeded", "failed") else None)(
+            api(url, key, "GET", f"operations/{created['id']}")
+        ),
+        "the operation",
+    )
+    if operation["status"] != "succeeded":
+        raise RuntimeError(f"the managed session's operation failed: {operation}")
+    for k in (1, 2):
+        with httpx.stream(
+            "POST",
+            proxy,
+            content=chat_body(conversation(k)),
+            timeout=60,
+            headers={**headers, "X-Ctxweb-Session": "hostile-calibration"},
+        ) as r:
+            r.raise_for_status()
+            r.read()
+    turns = wait_for(
+        lambda: (lambda t: t if len(t) == 2 else None)(turns_of(url, key, "hostile-calibration")),
+        "the calibration's 2 turns",
+    )
+    first, second = (t["counted_tokens"] for t in turns)
+    return first, second - first
+
+
+# --- one shape ----------------------------------------------------------------------------------
+
+
+def shape_env(shape: str, data: Path, upstream: str) -> dict[str, str]:
+    env = embedded_env(
+        data,
+        CTXWEB_UPSTREAM_OPENAI=f"{upstream}/v1",
+        CTXWEB_RATE_LIMIT="",
+        CTXWEB_RATE_LIMIT_COSTLY="",
+    )
+    if shape == "production":
+        admin = postgres_admin_url()
+        env["DATABASE_URL"] = admin.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+        env["REDIS_URL"] = REDIS
+    return env
+
+
+def postgres_admin_url() -> str:
+    return os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def recreate_database(*, create: bool) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_admin_url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        if create:
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+
+
+def flush_redis() -> None:
+    import redis
+
+    redis.Redis.from_url(REDIS).flushdb()
+
+
+def start_worker(env: dict[str, str]) -> subprocess.Popen[Any]:
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("celery")),
+            "-A",
+            "ctxweb",
+            "worker",
+            "-c",
+            "2",
+            "--loglevel=WARNING",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix=f"ctxweb-hostile-{shape}-"))
+    if shape == "production":
+        recreate_database(create=True)
+        flush_redis()
+    env = shape_env(shape, folder / "data", upstream.url)
+    worker = None
+    server: LiveServer | None = None
+    try:
+        progress(f"[{shape}] migrating, creating a key")
+        key = create_key(env, role="operator")
+        # The misbehaving clients are another agent: their own key (a key's limits are its own).
+        rogue = manage(env, "create_api_key", "--project", "p", "--role", "ingest")
+        rogue = rogue.strip().splitlines()[-1].strip()
+        if shape == "production":
+            worker = start_worker(env)
+        server = LiveServer(env).wait_ready()
+        url, port = server.url, server.port
+        progress(f"[{shape}] setting up the managed session and the calibration")
+        first, step = set_up(url, key)
+
+        progress(f"[{shape}] baseline: {args.callers} callers straight to the upstream")
+        now = time.time()
+        common = {"callers": args.callers, "stop": str(folder / "stop")}
+        (folder / "b").mkdir()
+        baseline = Role(
+            "callers",
+            {**common, "url": f"{upstream.url}/v1", "until": now + args.baseline_seconds},
+            folder / "b",
+        )
+        direct = baseline.result()
+
+        memory = Memory()
+        memory.pid = server.process.pid
+        memory.thread.start()
+        time.sleep(3)
+        idle = statistics.median(rss for _, rss in memory.samples)
+
+        progress(
+            f"[{shape}] load for {args.seconds:.0f} s, the server killed at {args.kill_at:.0f} s"
+        )
+        cpu = -cpu_seconds(server.process.pid)
+        start = time.time()
+        until = start + args.seconds
+        load_average = os.getloadavg()[0]
+        load = folder / "load"
+        load.mkdir()
+        watchers = {
+            "health": Role("health", {**common, "url": url, "until": until + 3600}, load),
+            "watch": Role(
+                "watch",
+                {**common, "url": url, "key": key, "q": CALLERS, "until": until + 3600},
+                load,
+            ),
+        }
+        callers = Role(
+            "callers",
+            {
+                **common,
+                "url": f"{url}/proxy/openai/v1",
+                "until": until,
+                "headers": {"X-Ctxweb-Key": key},
+                "session_prefix": CALLERS,
+            },
+            load,
+        )
+        hostile = Role(
+            "hostile",
+            {
+                **common,
+                "until": until,
+                "proxy": f"{url}/proxy/openai/v1",
+                "server": url,
+                "key": rogue,
+                "headers": {"X-Ctxweb-Key": rogue},
+                "managed_session": MANAGED,
+                "hanging": 8,
+                "hang_seconds": 20,
+                "unread": 8,
+                "hold_seconds": 20,
+                "big": 3,
+                "big_mb": args.big_mb,
+                "otlp": 4,
+                "bomb_at": start + args.seconds / 4,
+                "bomb_mb": args.bomb_mb,
+            },
+            load,
+        )
+        while time.time() < start + args.kill_at:
+            time.sleep(0.1)
+        memory.high_water()
+        cpu += cpu_seconds(server.process.pid)
+        killed = time.time()
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+        server.reader.join(timeout=5)
+        (folder / "server-killed.log").write_text(server.log)
+        server = LiveServer(env, port=port or 0).wait_ready()
+        memory.pid = server.process.pid
+        back = time.time()
+        progress(f"[{shape}] killed and back in {back - killed:.1f} s")
+        through = callers.result()
+        load_ended = time.time()
+        cpu += cpu_seconds(server.process.pid)
+        load_average = max(load_average, os.getloadavg()[0])
+        progress(f"[{shape}] callers done; waiting for the hostile clients")
+        misbehaved = hostile.result()
+        memory.high_water()
+        drain_until = time.time() + args.drain
+        completed = {s: len(c) for s, c in through["calls"].items()}
+        while time.time() < drain_until:
+            counts = {
+                s["external_id"]: s["turn_count"]
+                for s in api(url, key, "GET", f"sessions?q={CALLERS}&limit=500")["results"]
+            }
+            if all(counts.get(s, 0) >= n for s, n in completed.items()):
+                break
+            time.sleep(0.5)
+        time.sleep(1)
+        (folder / "stop").write_text("")
+        health = watchers["health"].result()
+        seen = watchers["watch"].result()
+        memory.running = False
+        memory.high_water()
+        recorded = {s: turns_of(url, key, s) for s in completed}
+        return analyse(
+            shape=shape,
+            direct=direct,
+            through=through,
+            health=health,
+            seen=seen,
+            memory=memory,
+            idle=idle,
+            recorded=recorded,
+            first=first,
+            step=step,
+            killed=killed,
+            back=back,
+            start=start,
+            load_ended=load_ended,
+            hostile=misbehaved,
+            cpu=cpu,
+            load_average=load_average,
+            args=args,
+        )
+    finally:
+        if server is not None:
+            server.stop()
+            (folder / "server.log").write_text(server.log)
+            progress(f"[{shape}] the server's output: {folder}/server*.log")
+        if worker is not None:
+            stop_group(worker)
+        if shape == "production":
+            recreate_database(create=False)
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+def analyse(**run: Any) -> dict[str, Any]:
+    direct = [c[1] for calls in run["direct"]["calls"].values() for c in calls]
+    through = [c[1] for calls in run["through"]["calls"].values() for c in calls]
+    killed, back = run["killed"], run["back"]
+    checks = run["health"]["checks"]
+    # The restart window: from the kill until the new server answered its first health check.
+    outside = [(at, ms) for at, ms in checks if not killed - 0.1 <= at <= back + 0.5]
+    answered = [ms for _, ms in outside if ms is not None]
+    slowest = max((ms, at) for at, ms in outside if ms is not None)
+    delays: list[float] = []
+    never = lost = twice = unmatched = 0
+    for session, calls in run["through"]["calls"].items():
+        counts = run["seen"]["counts"].get(session, [])
+        for k, _, ended, _ in calls:
+            visible = next((at for at, count in counts if count >= k), None)
+            if visible is None:
+                never += 1
+            else:
+                delays.append(max(0.0, visible - ended))
+        indices: dict[int, int] = {}
+        for turn in run["recorded"][session]:
+            offset = turn["counted_tokens"] - run["first"]
+            if run["step"] <= 0 or offset % run["step"]:
+                unmatched += 1
+                continue
+            index = offset // run["step"] + 1
+            indices[index] = indices.get(index, 0) + 1
+        twice += sum(1 for n in indices.values() if n > 1)
+        lost += sum(1 for k, *_ in calls if k not in indices)
+    rss = [value for _, value in run["memory"].samples]
+    peak = max([*rss, *run["memory"].peaks])
+    peak_at = max(run["memory"].samples, key=lambda sample: sample[1])[0]
+    return {
+        "shape": run["shape"],
+        "direct": direct,
+        "through": through,
+        "retried": sum(c[3] > 1 for calls in run["through"]["calls"].values() for c in calls),
+        "health": answered,
+        "health_failed": sum(1 for _, ms in outside if ms is None),
+        "health_count": len(checks),
+        "health_max_at": slowest[1] - run["start"],
+        "peak_at": peak_at - run["start"],
+        "cpu": run["cpu"] / (run["load_ended"] - run["start"]),
+        "client_cpu": run["through"]["cpu_seconds"] / (run["load_ended"] - run["start"]),
+        "failures": run["through"]["failures"],
+        "load_average": run["load_average"],
+        "restart_s": back - killed,
+        "idle_mb": run["idle"],
+        "peak_mb": peak,
+        "delays": delays,
+        "never": never,
+        "lost": lost,
+        "twice": twice,
+        "unmatched": unmatched,
+        "hostile": run["hostile"],
+        "seconds": run["load_ended"] - run["start"],
+    }
+
+
+def verdict(ok: bool) -> str:
+    return "pass" if ok else "**fail**"
+
+
+def rows_of(result: dict[str, Any]) -> list[str]:
+    shape = result["shape"]
+    d50, d99 = percentile(result["direct"], 0.5), percentile(result["direct"], 0.99)
+    t50, t99 = percentile(result["through"], 0.5), percentile(result["through"], 0.99)
+    added = t99 / d99 - 1
+    health = result["health"]
+    h99, hmax = percentile(health, 0.99), max(health)
+    grown = result["peak_mb"] - result["idle_mb"]
+    delays = result["delays"] or [float("inf")]
+    r50, r99, rmax = (percentile(delays, 0.5), percentile(delays, 0.99), max(delays))
+    hostile = result["hostile"]
+
+    def tally(kind: str) -> str:
+        statuses = hostile[kind]["statuses"]
+        return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "none"
+
+    bomb = hostile["bomb"]
+    failures = ", ".join(f"{n} {why}" for why, n in sorted(result["failures"].items()))
+    big = hostile["big_managed"]["seconds"]
+    otlp = hostile["otlp"]["seconds"]
+    return [
+        f"| {shape} | well-behaved callers, added at p99 (median) | under 10% |"
+        f" {added:+.1%} ({t50 / d50 - 1:+.1%}): direct {d50 * 1000:.0f} / {d99 * 1000:.0f} ms,"
+        f" through {t50 * 1000:.0f} / {t99 * 1000:.0f} ms (p50 / p99), {len(result['through'])}"
+        f" calls, {result['retried']} sent again ({failures}); the server busy {result['cpu']:.0%}"
+        f" of a core, the callers {result['client_cpu']:.0%}; load average"
+        f" {result['load_average']:.1f}"
+        f" | {verdict(added < TARGET_ADDED)} |",
+        f"| {shape} | `/api/v1/health` p99 / max | under 100 ms | {h99:.1f} / {hmax:.1f} ms,"
+        f" {len(health)} checks, the slowest at {result['health_max_at']:.0f} s;"
+        f" {result['health_failed']} unanswered outside the restart ({result['restart_s']:.1f} s)"
+        f" | {verdict(hmax < TARGET_HEALTH_MS and not result['health_failed'])} |",
+        f"| {shape} | server memory, peak above idle | at most 500 MB | +{grown:.0f} MB"
+        f" ({result['idle_mb']:.0f} MB idle, {result['peak_mb']:.0f} MB peak, sampled at"
+        f" {result['peak_at']:.0f} s; the gzip bomb sent at {result['bomb_s']:.0f} s) |"
+        f" {verdict(grown <= TARGET_MEMORY_MB)} |",
+        f"| {shape} | recorded after the call's end, p50 / p99 / max | within 10 s |"
+        f" {r50:.2f} / {r99:.2f} / {rmax:.2f} s, {result['never']} never seen |"
+        f" {verdict(rmax <= TARGET_RECORDED_S and not result['never'])} |",
+        f"| {shape} | calls read whole but not recorded (server killed at"
+        f" {result['kill_at']:.0f} s) | none | {result['lost']} lost, {result['twice']} recorded"
+        f" twice, {result['unmatched']} turns unmatched | {verdict(not result['lost'])} |",
+        f"| {shape} | hostile traffic (no target) | | hanging: {tally('hanging')}; never reading:"
+        f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')},"
+        f" median {statistics.median(big) if big else 0:.1f} s; OTLP exports of 20 spans:"
+        f" {tally('otlp')}, median {statistics.median(otlp) * 1000 if otlp else 0:.0f} ms;"
+        f" gzip bomb ({result['bomb_mb']} MB in {bomb.get('compressed', 0) // 1024} KB):"
+        f" {tally('bomb')} after {sum(bomb['seconds']):.1f} s | |",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=["embedded", "production", "both"], default="embedded")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--baseline-seconds", type=float, default=20)
+    parser.add_argument("--kill-at", type=float, help="seconds into the load (default: half-way)")
+    parser.add_argument("--callers", type=int, default=32)
+    parser.add_argument("--big-mb", type=int, default=24)
+    parser.add_argument("--bomb-mb", type=int, default=30)
+    parser.add_argument("--drain", type=float, default=30, help="seconds to wait for recording")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--role", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role:
+        run_role(args.role, args.config, args.out)
+        return
+    if args.kill_at is None:
+        args.kill_at = args.seconds / 2
+    shapes = ["embedded", "production"] if args.shape == "both" else [args.shape]
+    upstream = Upstream()
+    rows: list[str] = []
+    try:
+        for shape in shapes:
+            result = run_shape(shape, upstream, args)
+            result.update(
+                kill_at=args.kill_at,
+                big_mb=args.big_mb,
+                bomb_mb=args.bomb_mb,
+                bomb_s=args.seconds / 4,
+            )
+            rows += rows_of(result)
+            progress("\n".join(rows))
+    finally:
+        upstream.stop()
+    import uvicorn
+
+    report(
+        SECTION,
+        "hostile.py",
+        (
+            f"{args.callers} streaming callers (httpx, each its own session, a growing"
+            f" conversation) against a loopback upstream that streams each answer over 200 ms:"
+            f" straight to it for {args.baseline_seconds:.0f} s (the baseline, same run), then"
+            f" through one ctxweb server (uvicorn) for {args.seconds:.0f} s, alongside 8 hanging"
+            f" calls, 8 clients asking for a 512 MB answer and never reading it, 3 managed calls"
+            f" of {args.big_mb} MB to a session with an applied compaction, 4 threads posting"
+            f" OTLP exports back to back and one gzip bomb; the server's process group killed"
+            f" (SIGKILL) at {args.kill_at:.0f} s and started again on the same port and data,"
+            f" callers sending a failed call again. Health checked every 50 ms on a new"
+            f" connection; memory is the web process's VmRSS every 200 ms and VmHWM; a call is"
+            f" recorded when its session's turn count, polled every 250 ms through the API,"
+            f" reaches it; a call is lost when its session has no turn of its size at the end"
+            f" (after up to {args.drain:.0f} s). Everything shares the machine's cores."
+        ),
+        ["shape", "measure", "target", "measured", "verdict"],
+        rows,
+        versions=(f"uvicorn {uvicorn.__version__}", f"httpx {httpx.__version__}"),
+        write=not args.no_write,
+    )
+
+
+if __name__ == "__main__":
+    main()
