@@ -1,11 +1,11 @@
-"""Body cap benchmark: what an oversized upload costs a daphne process.
+"""Body cap benchmark: what an oversized upload costs a server process.
 
 Usage: ``.venv/bin/python bench/body_cap.py [--megabytes 400] [--no-write]``
 
-Starts ``daphne ctxweb.asgi:application`` (embedded shape, the default 32 MB cap) and sends, over
+Starts ``python -m ctxweb.server`` (embedded shape, the default 32 MB cap) and sends, over
 loopback with ``Transfer-Encoding: chunked``: first a 30 MB body under the cap (the baseline, same
 run: what a legitimate large body costs), then a ``--megabytes`` body over it. Reports what the
-client saw and the daphne process's resident memory before and at its peak (``VmHWM``).
+client saw and the server process's resident memory before and at its peak (``VmHWM``).
 Results go to ``docs/benchmarks.md`` under ``## Body cap``.
 """
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
-from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
+from tests.support.servers import create_key, embedded_env, live_server  # noqa: E402
 
 SECTION = "## Body cap"
 MB = 1 << 20
@@ -79,7 +79,7 @@ def main() -> None:
         SECTION,
         "body_cap.py",
         (
-            "One daphne process (embedded shape, `CTXWEB_MAX_REQUEST_BYTES` 32 MB) receiving a"
+            "One uvicorn process (embedded shape, `CTXWEB_MAX_REQUEST_BYTES` 32 MB) receiving a"
             " chunked body over loopback; its resident memory before the request and at its peak."
             " The 30 MB body is the baseline (under the cap; it is not a valid turn, so 400)."
         ),

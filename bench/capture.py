@@ -2,7 +2,7 @@
 
 Usage: ``.venv/bin/python bench/capture.py [--sessions 8] [--turns 40] [--clients 4] [--no-write]``
 
-Creates a throwaway PostgreSQL database, migrates it, starts one ``daphne ctxweb.asgi:application``
+Creates a throwaway PostgreSQL database, migrates it, starts one ``python -m ctxweb.server``
 on it and sends, over loopback from ``--clients`` threads, ``--sessions`` agent sessions of
 ``--turns`` model calls each (every call's context is the previous one plus a user message, a tool
 call and a 2 KB tool output, as an agent grows it), three ways in the same run:
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
-from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
+from tests.support.servers import create_key, embedded_env, live_server  # noqa: E402
 
 SECTION = "## Capture"
 DB = "ctxweb_capture_bench"
@@ -283,7 +283,7 @@ def main() -> None:
     report(
         SECTION,
         "capture.py",
-        f"One daphne process on PostgreSQL; {args.clients} client threads over loopback, each"
+        f"One uvicorn process on PostgreSQL; {args.clients} client threads over loopback, each"
         f" sending one session at a time; {args.sessions} sessions of {args.turns} model calls"
         " whose contexts grow by a tool call and a 2 KB output per call. Every row stores the"
         " same turns; the REST row is the baseline of the same run.",

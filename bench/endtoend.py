@@ -1,9 +1,10 @@
-"""Late turns through HTTP, what an agent pays: one live ``daphne ctxweb.asgi:application``
-(the embedded shape on SQLite, or PostgreSQL), a coding session posted turn after turn over one
-keep-alive connection, each late turn's latency at the client against a ``json.loads`` of the
-same bytes, timed in the same loop, then the same turns again sent zstd-compressed. Used by
-``bench/ingest.py``; ``--profile`` posts the session a third time and samples the server with
-py-spy while its late turns run (untimed), and gives where its time goes.
+"""Late turns through HTTP, what an agent pays: one live ``python -m ctxweb.server`` (uvicorn
+serving ``ctxweb.asgi:application``; the embedded shape on SQLite, or PostgreSQL), a coding
+session posted turn after turn over one keep-alive connection, each late turn's latency at the
+client against a ``json.loads`` of the same bytes, timed in the same loop, then the same turns
+again sent zstd-compressed. Used by ``bench/ingest.py``; ``--profile`` posts the session a third
+time and samples the server with py-spy while its late turns run (untimed), and gives where its
+time goes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
+from tests.support.servers import create_key, embedded_env, live_server  # noqa: E402
 
 
 def late_turns_over_http(
@@ -140,15 +141,16 @@ def late_turns_over_http(
 
 
 #: A late turn's phases: (what, from, to), a step of the client (``c.``) or of the server
-#: (``s.``, :mod:`timed_app`).
+#: (``s.``, :mod:`timed_app`). uvicorn calls the application once the headers are in, so the
+#: second and third phases overlap: the body arrives while the application waits for it.
 PHASES = [
-    ("the client sends the request; daphne reads its first bytes", "c.start", "s.received"),
+    ("the client sends the request; uvicorn reads its first bytes", "c.start", "s.received"),
+    ("uvicorn parses the headers and calls the ASGI application", "s.received", "s.app"),
     ("the rest of the request (the body) arrives", "s.received", "s.process"),
-    ("daphne starts the request: its ASGI application is called", "s.process", "s.app"),
-    ("the application hands the request to a pool thread", "s.app", "s.django"),
+    ("the application takes the body, hands the request to a pool thread", "s.process", "s.django"),
     ("**Django in the pool thread** (middleware, view, closing)", "s.django", "s.django_end"),
-    ("the answer comes back to the event loop, to daphne", "s.django_end", "s.answer"),
-    ("daphne and Twisted write the answer to the socket", "s.answer", "s.written"),
+    ("the answer comes back to the event loop, to uvicorn", "s.django_end", "s.answer"),
+    ("uvicorn writes the status line and headers to the socket", "s.answer", "s.written"),
     ("the client wakes and reads the status line and headers", "s.written", "c.head"),
     ("the client reads the body", "c.head", "c.done"),
     ("**the whole request, at the client**", "c.start", "c.done"),
@@ -203,7 +205,7 @@ CATEGORIES = [
     ("rest of turn_ingest (regions, events, the turn row, commit)", ("turn_ingest",)),
     ("API key, throttles, serializer, response", ("APIView.dispatch",)),
     ("Django request cycle and middleware", ("WSGIHandler.__call__", "SyncToAsync", "AsyncToSync")),
-    ("daphne, Twisted and the event loop (HTTP, body transfer)", ("",)),
+    ("uvicorn, uvloop and the event loop (HTTP, body transfer)", ("",)),
 ]
 
 

@@ -20,7 +20,7 @@ file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
    and bytes of the ``contexts_*`` tables (SQLite ``dbstat``, PostgreSQL
    ``pg_total_relation_size``) against the bytes of distinct content (canonical JSON);
 4. end to end through HTTP (:mod:`endtoend`): a session of ``--http-turns`` growing to
-   ``--http-tokens`` posted to a live daphne on the backend, each late turn's latency at the
+   ``--http-tokens`` posted to a live uvicorn on the backend, each late turn's latency at the
    client against ``json.loads`` of the same bytes in the same run, in ``--http-runs`` runs on
    fresh servers, the median run reported with every run's ratio (``--profile-http``: where the
    server's time goes, sampled by py-spy in the first run); then one more run on
@@ -598,8 +598,8 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             "",
             f"**Through HTTP**: `coding_session({args.http_turns}, seed={args.seed}, "
             f"target_tokens={args.http_tokens})` posted turn after turn to one live "
-            "`daphne ctxweb.asgi:application` over a keep-alive connection (the embedded shape on "
-            "SQLite; on PostgreSQL the same server with `DATABASE_URL`), rate limits off; the "
+            "`python -m ctxweb.server` (uvicorn) over a keep-alive connection (the embedded shape "
+            "on SQLite; on PostgreSQL the same server with `DATABASE_URL`), rate limits off; the "
             "production shape adds Redis (`REDIS_URL`: channels-redis, every turn publishing "
             "`turn.created`, and the Redis cache of API keys and rate-limit counters) and the "
             "default rate limits. Latency "
@@ -656,7 +656,7 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                     "",
                     f"Where a late turn's time goes ({r['database']}): an extra run of the same"
                     " session, each step of each turn timestamped on the clock the client reads"
-                    " (`bench/timed_app.py`: daphne's and Twisted's methods wrapped; that run's"
+                    " (`bench/timed_app.py`: uvicorn's methods wrapped; that run's"
                     " latencies are not in the rows above). Medians of the last"
                     f" {LATE} turns, so they do not add up exactly:",
                     "",
@@ -671,7 +671,7 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             if r["http"]["hottest"]:
                 lines += [
                     "",
-                    f"Where the daphne process's busy time goes during the late turns"
+                    f"Where the server process's busy time goes during the late turns"
                     f" ({r['database']}; py-spy samples, each counted once, in the most specific"
                     " of these; the database server's own time is not in it):",
                     "",

@@ -1,4 +1,4 @@
-"""Load benchmark: sustained ingestion over HTTP against several daphne processes on PostgreSQL.
+"""Load benchmark: sustained ingestion over HTTP against several uvicorn processes on PostgreSQL.
 
 Usage: ``.venv/bin/python bench/load.py [--servers 3] [--clients 12] [--readers 4]
 [--turns 200] [--target-tokens 150000] [--redis-url redis://127.0.0.1:6379/14] [--rounds 2]
@@ -6,7 +6,7 @@ Usage: ``.venv/bin/python bench/load.py [--servers 3] [--clients 12] [--readers 
 
 Creates a throwaway database ``ctxweb_load`` on ``$BENCH_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``), migrates it, creates a project and an ingest
-key, and starts ``--servers`` daphne processes (``daphne ctxweb.asgi:application``, what ctxweb
+key, and starts ``--servers`` uvicorn processes (``python -m ctxweb.server``, what ctxweb
 ships) on loopback ports, in the production shape: PostgreSQL, and with ``--redis-url`` the
 channels-redis layer (every turn publishes ``turn.created``) and the Redis cache. No proxy: the
 clients spread their requests over the ports themselves. The rate limits are switched off
@@ -376,10 +376,10 @@ def merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def versions() -> list[str]:
-    import live_server
     import django
+    import uvicorn
 
-    return [f"Django {django.get_version()}", f"daphne {daphne.__version__}"]
+    return [f"Django {django.get_version()}", f"uvicorn {uvicorn.__version__}"]
 
 
 def ms(values: dict[str, float]) -> str:
@@ -398,10 +398,10 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], pg: str) -> 
         SECTION,
         "",
         f"Run {today} with `bench/load.py` on {machine(*versions(), f'PostgreSQL {pg}')}."
-        f" Everything on one machine: {args.servers} daphne processes,"
+        f" Everything on one machine: {args.servers} uvicorn processes,"
         f" PostgreSQL, Redis and the client threads share its cores.",
         "",
-        f"**Setup**: {args.servers} × `daphne ctxweb.asgi:application` on loopback ports (no proxy:"
+        f"**Setup**: {args.servers} × `python -m ctxweb.server` on loopback ports (no proxy:"
         f" clients spread requests over the ports), PostgreSQL database `{LOAD_DB}` (created,"
         f" migrated, dropped after), {redis}, default `CONN_MAX_AGE` and"
         f" `CTXWEB_HTTP_THREADS`, rate limits off. {args.clients}"

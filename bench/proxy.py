@@ -5,7 +5,7 @@ Usage: ``.venv/bin/python bench/proxy.py [--calls 160] [--concurrency 16] [--del
 
 A loopback stand-in for the OpenAI API takes ``--delay`` seconds per call (a model thinking) and
 answers a chat completion; the real ``openai`` SDK calls it ``--calls`` times from
-``--concurrency`` threads, directly (the baseline, same run) and through one daphne running
+``--concurrency`` threads, directly (the baseline, same run) and through one uvicorn running
 ctxweb's proxy (embedded shape, recording on). Reported: call latency median and p95, and for
 streaming calls the time to the first byte of the answer. The target (issue 13): the proxy adds
 under 10% to such a call, and recording never holds back the first byte.
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
 from tests.support.providers import provider_stand_in  # noqa: E402
-from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
+from tests.support.servers import create_key, embedded_env, live_server  # noqa: E402
 
 SECTION = "## Proxy"
 MESSAGES = [
@@ -112,9 +112,9 @@ def main() -> None:
             f"The real `openai` SDK, {args.calls} calls from {args.concurrency} threads (and 20"
             " one at a time), to a"
             f" loopback stand-in that takes {args.delay * 1000:.0f} ms per call: directly (the"
-            " baseline, same run) and through one daphne running the proxy (embedded shape,"
+            " baseline, same run) and through one uvicorn running the proxy (embedded shape,"
             " every call recorded as a turn). Target: under 10% added, the first byte not held"
-            " back by recording. The last column is the CPU time the daphne process spent per"
+            " back by recording. The last column is the CPU time the uvicorn process spent per"
             " call (relaying and recording), which does not depend on what else the machine"
             " runs; the bench process itself (16 SDK clients and the stand-in) shares the same"
             " 2 cores."

@@ -2,7 +2,7 @@
 
 Usage: ``.venv/bin/python bench/responsiveness.py [--megabytes 20] [--no-write]``
 
-Starts ``daphne ctxweb.asgi:application`` on the embedded shape (its own throwaway
+Starts ``python -m ctxweb.server`` on the embedded shape (its own throwaway
 ``CTXWEB_DATA_DIR``, SQLite, ``DEBUG`` off), creates a project and an operator key, then times
 ``GET /api/v1/health`` end to end over loopback every 50 ms: first alone (the baseline, same run),
 then while one ``POST /api/v1/preview`` of ``llm4s-pipeline`` plans over ``--megabytes`` of
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from record import report  # noqa: E402
 
-from tests.support.servers import create_key, live_server, embedded_env  # noqa: E402
+from tests.support.servers import create_key, embedded_env, live_server  # noqa: E402
 
 SECTION = "## Responsiveness"
 KEYWORDS = "error failed tool call result must decided chosen "
@@ -122,7 +122,7 @@ def main() -> None:
         SECTION,
         "responsiveness.py",
         (
-            f"`GET /api/v1/health` end to end through daphne (embedded shape) every 50 ms, alone"
+            f"`GET /api/v1/health` end to end through uvicorn (embedded shape) every 50 ms, alone"
             f" and while one `POST /api/v1/preview` of `llm4s-pipeline` plans over"
             f" {args.megabytes:g} MB of keywords with no full stop (answered"
             f" {preview.get('status')} after {preview.get('ms', 0) / 1000:.1f} s; previews are"

@@ -20,7 +20,7 @@ Usage: ``.venv/bin/python bench/strategies.py [--fraction 0.3] [--runs 9] [--no-
    ``--runs`` runs, with a fresh token counter each run (cold: every text is tokenized) and with
    one that has already counted the context (warm: the case after ingest, where the counter's
    cache holds every stored message); then ``ctxweb-auto`` and ``baseagent-prune`` through
-   HTTP, ``POST /api/v1/preview`` to a live daphne, what a user pays.
+   HTTP, ``POST /api/v1/preview`` to a live uvicorn, what a user pays.
 
 Results go to ``docs/benchmarks.md`` under the two ``## Strategies: ...`` sections (the other
 sections are kept).
@@ -277,8 +277,8 @@ HTTP_STRATEGIES = ("ctxweb-auto", "baseagent-prune")
 
 
 def preview_over_http(runs: int) -> list[dict[str, Any]]:
-    """``POST /api/v1/preview`` of a 200K-token context to a live ``daphne
-    ctxweb.asgi:application`` (the embedded shape: SQLite, the in-process token cache), each
+    """``POST /api/v1/preview`` of a 200K-token context to a live ``python -m
+    ctxweb.server`` (the embedded shape: SQLite, the in-process token cache), each
     request's latency at the client, whole: cold = ``runs`` contexts (``coding_session`` with
     other seeds, texts the server has never counted) posted once each; warm = the first again
     (its texts now in the server's token cache, as after ingest)."""
@@ -287,7 +287,7 @@ def preview_over_http(runs: int) -> list[dict[str, Any]]:
     import tempfile
 
     from ctxweb.contexts.demo import coding_session
-    from tests.support.servers import create_key, live_server, embedded_env
+    from tests.support.servers import create_key, embedded_env, live_server
 
     data = Path(tempfile.mkdtemp(prefix="ctxweb-preview-"))
     env = embedded_env(data, CTXWEB_RATE_LIMIT="")
@@ -697,7 +697,7 @@ def render_preview(result: dict[str, Any], when: str) -> str:
     lines += [
         "",
         "**Through HTTP**, what a user pays: `POST /api/v1/preview` with the context's request"
-        " to a live `daphne ctxweb.asgi:application` (the embedded shape: SQLite, the"
+        " to a live `python -m ctxweb.server` (the embedded shape: SQLite, the"
         " in-process token cache), latency at the client over a keep-alive connection (body"
         " upload, parsing the request, the plan, the cache numbers, the JSON answer). Cold: the"
         f" median of {result['runs']} contexts of the same size (`coding_session` with other"

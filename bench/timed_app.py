@@ -1,26 +1,35 @@
-"""``ctxweb.asgi:application`` with a timestamp at each step of a request through daphne and
-Django, for :mod:`endtoend`'s phases: run as ``daphne timed_app:application`` with this folder
-on ``PYTHONPATH``; the timestamps of every ``POST`` go to ``CTXWEB_PHASES_FILE`` (JSON, one
-object per request) when the server shuts down.
+"""``ctxweb.asgi:application`` with a timestamp at each step of a request through uvicorn and
+Django, for :mod:`endtoend`'s phases: served as ``python -m ctxweb.server --app
+timed_app:application`` with this folder on ``PYTHONPATH``; the timestamps of every ``POST`` go
+to ``CTXWEB_PHASES_FILE`` (JSON, one object per request) when the server shuts down.
 
 The clock is :func:`time.perf_counter`, which on Linux is ``CLOCK_MONOTONIC``: one clock for
 every process of the machine, so the client's timestamps and these can be subtracted.
 
 Steps (each the first time it happens for the request):
 
-- ``received``: daphne's connection reads the request's first bytes (its request line);
-- ``process``: the whole body is in, daphne starts the request;
-- ``app``: the ASGI application is called;
+- ``received``: uvicorn's protocol is handed the request's first bytes (``data_received``);
+- ``app``: the ASGI application is called (uvicorn calls it once the headers are parsed, while
+  the body may still be arriving);
+- ``process``: the whole body is in (the parser's ``on_message_complete``);
 - ``django`` / ``django_end``: Django's handler runs in the pool thread (the whole request,
   middleware and view, and closing its response);
-- ``answer``: the application hands daphne the response's start;
-- ``written``: the response's first bytes are handed to the socket's ``send``.
+- ``answer``: the application hands uvicorn the response's start;
+- ``written``: the response's first bytes (its status line and headers) are handed to the
+  transport's ``write``, which sends them at once when nothing is queued before them.
+
+``app`` and ``process`` come in either order: a body that arrives in one read is parsed whole
+before the application's task first runs.
 
 The steps are those of one request at a time (the benchmark's one client waits for each answer
 before it posts again): concurrent requests would mix theirs.
 
-Only for measuring: the hooks wrap daphne's and Twisted's methods (about a microsecond each), so
-the latencies of a timed run are not reported as the benchmark's.
+Only for measuring: the hooks wrap uvicorn's methods (about a microsecond each) in this
+benchmark's server process, never in ctxweb's, so the latencies of a timed run are not reported
+as the benchmark's. uvicorn takes its HTTP protocol class before it imports the application, and
+``ctxweb.server`` names ``httptools``: wrapping its methods is the one way in from here. The
+transport (uvloop's, compiled) cannot be wrapped in place, so each request's cycle gets a thin
+proxy of it.
 """
 
 from __future__ import annotations
@@ -28,11 +37,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from daphne.http_protocol import WebRequest
-from twisted.internet import reactor, tcp
-from twisted.web import http as twisted_http
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import Server
 
 from ctxweb import asgi, serving
 
@@ -61,25 +70,38 @@ def _wrap(owner: Any, name: str, before: str | None = None, after: str | None = 
     setattr(owner, name, wrapped)
 
 
-_wrap(twisted_http.HTTPChannel, "dataReceived", before="received")
-_wrap(WebRequest, "process", before="process")
+class _TimedTransport:
+    """A request cycle's transport, marking ``written`` at the answer's first write."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+
+    def write(self, data: bytes) -> None:
+        if "answer" in _current and "written" not in _current:
+            # Marked before the write: the kernel may run the woken client on this core before
+            # the write returns (a few turns in a hundred, for as long as the client computes).
+            _current["written"] = _clock()
+            _done.append(dict(_current))
+            _current.clear()
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+_wrap(HttpToolsProtocol, "data_received", before="received")
+_wrap(HttpToolsProtocol, "on_message_complete", before="process")
 _wrap(serving.ThreadedDjangoApplication, "_respond", before="django", after="django_end")
 
-_send_bytes = tcp.Connection.writeSomeData
+_cycle_init = RequestResponseCycle.__init__
 
 
-def _write_some(self: Any, data: Any) -> Any:
-    if "answer" in _current and "written" not in _current:
-        # Marked before the send: the kernel may run the woken client on this core before the
-        # send returns (a few turns in a hundred, for as long as the client then computes).
-        _current["written"] = _clock()
-        _done.append(dict(_current))
-        _current.clear()
-    return _send_bytes(self, data)
+def _timed_cycle_init(self: RequestResponseCycle, *args: Any, **kwargs: Any) -> None:
+    _cycle_init(self, *args, **kwargs)
+    self.transport = _TimedTransport(self.transport)  # type: ignore[assignment]
 
 
-# The socket's send, whichever way the answer got there.
-tcp.Connection.writeSomeData = _write_some  # type: ignore[method-assign]
+RequestResponseCycle.__init__ = _timed_cycle_init  # type: ignore[method-assign]
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -102,4 +124,14 @@ def _save() -> None:
         json.dump([r for r in _done if r.get("method") == "POST"], out)
 
 
-reactor.addSystemEventTrigger("before", "shutdown", _save)  # type: ignore[arg-type]
+_shutdown: Callable[..., Awaitable[None]] = Server.shutdown
+
+
+async def _shutdown_then_save(self: Server, *args: Any, **kwargs: Any) -> None:
+    # Here, not at exit: uvicorn re-raises the SIGTERM it stopped on, and the process dies of
+    # it without running exit handlers. ctxweb.server runs no lifespan to hook instead.
+    await _shutdown(self, *args, **kwargs)
+    _save()
+
+
+Server.shutdown = _shutdown_then_save  # type: ignore[method-assign]

@@ -50,7 +50,7 @@ def project(transactional_db: None) -> Project:
 def start_server(
     transactional_db: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., LiveServer]]:
-    """Start daphne processes on the test database (extra environment as keywords)."""
+    """Start server processes (uvicorn) on the test database (extra environment as keywords)."""
     started: list[LiveServer] = []
 
     def start(**env: str) -> LiveServer:

@@ -169,8 +169,8 @@ def test_the_server_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
 def test_the_server_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
     capped_server: tuple[str, str],
 ) -> None:
-    """A multipart body that cannot be parsed reaches ctxweb (daphne's Twisted used to answer a
-    bare empty 400 itself), which answers in the API's shape, naming the missing file."""
+    """A multipart body that cannot be parsed reaches ctxweb (daphne, the server before uvicorn,
+    answered a bare empty 400 itself), which answers in the API's shape, naming the missing file."""
     host, key = capped_server
     connection = http.client.HTTPConnection(host, timeout=60)
     connection.request(

@@ -1,7 +1,8 @@
-"""Issue 34, items 7 to 9, replayed against a live daphne on the production settings, deployed as
-docs/deploy.md says (one nginx in front: ``CTXWEB_PROXY_COUNT=1``, no ``--proxy-headers``): a
-stranger's guesses never lock the owner out, a forged ``X-Forwarded-For`` does not spread a spray
-over many addresses, and a WebSocket opens only from the exact configured origin."""
+"""Issue 34, items 7 to 9, replayed against a live uvicorn on the production settings, deployed as
+docs/deploy.md says (one nginx in front: ``CTXWEB_PROXY_COUNT=1``, uvicorn's own reading of
+forwarded headers off): a stranger's guesses never lock the owner out, a forged
+``X-Forwarded-For`` does not spread a spray over many addresses, and a WebSocket opens only from
+the exact configured origin."""
 
 from __future__ import annotations
 
@@ -110,7 +111,7 @@ def test_a_spray_with_a_forged_header_is_stopped_as_from_one_address(live: Live)
 
 
 def handshake(live: Live, origin: str | None, cookies: dict[str, str]) -> int:
-    """The status daphne answers a WebSocket handshake on the owner's session with (101 when it
+    """The status the server answers a WebSocket handshake on the owner's session with (101 when it
     opens, 403 when refused)."""
     lines = [
         "GET /ws/sessions/live/ HTTP/1.1",

@@ -1,6 +1,6 @@
-"""Concurrent ingestion against a real server: ``daphne ctxweb.asgi:application`` in a subprocess.
+"""Concurrent ingestion against a real server: ``python -m ctxweb.server`` in a subprocess.
 
-Eight client threads post turns at once over loopback HTTP to a daphne process serving the test
+Eight client threads post turns at once over loopback HTTP to a uvicorn process serving the test
 database (``transactional_db``: the server sees the committed keys, the test sees its turns).
 Every post is sent twice at the same moment with the same ``turn_id``, as a client retrying a
 request whose answer it never saw would. Checked afterwards, in the database:

@@ -1,4 +1,4 @@
-"""Faults in the production shape, against a real server (``daphne``) and real services.
+"""Faults in the production shape, against a real server (uvicorn) and real services.
 
 - **The database drops its connections while clients post** (``pg_terminate_backend`` on every
   server connection to the test database, repeatedly: what clients see when PostgreSQL restarts

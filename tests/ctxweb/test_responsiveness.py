@@ -1,4 +1,4 @@
-"""One costly request never stalls the others: ``daphne`` serving the embedded shape answers the
+"""One costly request never stalls the others: uvicorn serving the embedded shape answers the
 health check while the costliest legal preview runs beside it.
 
 The preview is ``llm4s-pipeline`` on 20 MB of keywords and varied words with no full stop, the
@@ -27,7 +27,7 @@ KEYWORDS = "error failed tool call result must decided chosen "
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """daphne in the embedded shape, and an operator key."""
+    """A live server (uvicorn) in the embedded shape, and an operator key."""
     env = embedded_env(tmp_path_factory.mktemp("responsive"))
     key = create_key(env)
     with live_server(env) as server:
@@ -100,7 +100,7 @@ def _request(url: str, key: str, method: str = "GET", payload: Any = None) -> in
 
 
 def test_a_large_import_leaves_ingestion_and_reads_unaffected(live: tuple[str, str]) -> None:
-    """SQLite, one daphne: a 3,000-turn transcript imports in the background (committed in
+    """SQLite, one server process: a 3,000-turn transcript imports in the background (committed in
     chunks) while another session takes turns and the API is read; nothing waits for the
     import's write lock long enough to fail."""
     url, key = live

@@ -2,7 +2,7 @@
 
 In process through the real ``ctxweb.asgi.application``: what Django sees of a request (path,
 query, headers, cookies, a body that came in pieces), a streamed response sent as it is produced,
-a caller that leaves before its body arrives. Against a live daphne on PostgreSQL: requests
+a caller that leaves before its body arrives. Against a live uvicorn on PostgreSQL: requests
 reuse the server's database connections instead of opening one each (the point of the pool).
 """
 

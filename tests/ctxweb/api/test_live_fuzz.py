@@ -1,4 +1,4 @@
-"""The whole API fuzzed as a user would: schemathesis's command line against a live daphne
+"""The whole API fuzzed as a user would: schemathesis's command line against a live uvicorn
 (embedded shape) over ``/api/schema/``: every phase (the schema's examples, coverage, fuzzing,
 stateful sequences that follow the schema's links), every check, a fixed seed and a budget that
 fits CI, rate limits off. Zero failures.

@@ -1,6 +1,6 @@
 """Agents instrumented as users instrument them reach ctxweb with no ctxweb code: the real
 ``openai`` SDK calls a loopback stand-in for the OpenAI API, and each real instrumentation exports
-to a live daphne (embedded shape). The session is then read back through the REST API: one turn
+to a live uvicorn (embedded shape). The session is then read back through the REST API: one turn
 per model call, the regions the REST path gives, tool calls paired with their results, the
 provider's usage kept.
 """

@@ -6,7 +6,7 @@ must be one the document gives (status, content type, body). Bounded and derando
 is repeatable.
 
 In process, through the WSGI application on the test database (either shape); and live, with
-schemathesis's command line against a daphne (embedded shape), every phase the document has
+schemathesis's command line against a live uvicorn (embedded shape), every phase the document has
 (coverage and fuzzing: it has no examples nor links), every check but the two that
 ``schemathesis.toml`` beside this file turns off, with its reasons.
 """

@@ -1,5 +1,5 @@
-"""Issue 34's receiver cases replayed against a live server, as the issue found them: daphne on
-the test's PostgreSQL and Redis in the production shape, an embedded daphne with its own SQLite
+"""Issue 34's receiver cases replayed against a live server, as the issue found them: uvicorn on
+the test's PostgreSQL and Redis in the production shape, an embedded one with its own SQLite
 otherwise. Each gets a clear 4xx naming the field (OTLP: the span rejected in
 ``partial_success``; Langfuse: the event's error in the 207), or works; none is a 500."""
 

@@ -1,7 +1,7 @@
-"""Live updates end to end: the real ASGI app (daphne, WebSockets) driven by headless Chromium.
+"""Live updates end to end: the real ASGI app (uvicorn, WebSockets) driven by headless Chromium.
 
 Unlike ``test_browser.py`` (pytest-django's WSGI live server, no WebSockets), this starts
-``daphne ctxweb.asgi:application`` as a subprocess in the embedded shape: its own temporary
+``python -m ctxweb.server`` as a subprocess in the embedded shape: its own temporary
 ``CTXWEB_DATA_DIR`` (a fresh SQLite file, migrated by ``manage.py migrate``), no ``DATABASE_URL``
 and no ``REDIS_URL`` (in-memory channel layer, operations in a background thread). Data is set up
 with the management commands of the public contract and everything else goes through HTTP: the

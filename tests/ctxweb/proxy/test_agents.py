@@ -1,7 +1,7 @@
 """The real coding agents through the recording proxy: Claude Code and Codex, the npm releases
 pinned in ``agents/``, run headless (``claude -p``, ``codex exec``) with their default settings,
 configured as the Connect page says and with no ``X-Ctxweb-Session`` header, through a live ctxweb
-(daphne) whose upstreams are scripted loopback stand-ins (:mod:`tests.support.agents`).
+(uvicorn) whose upstreams are scripted loopback stand-ins (:mod:`tests.support.agents`).
 
 Each conversation is a prompt, two tool rounds and a final text. What ctxweb must make of it: one
 session for the conversation and one turn per model call, side calls (Claude Code's title) in

@@ -9,8 +9,8 @@ read, and either is relayed as it is), the caller always gets an answer, one the
 and every call the upstream answered 200 is recorded as a turn or kept as an unread call, never
 lost (no refused call records anything). Bounded and derandomized, so a run is repeatable.
 
-In process, through the ASGI application (what daphne serves) on the test database; and live,
-with schemathesis's command line against a daphne (embedded shape), every phase and every check
+In process, through the ASGI application (what uvicorn serves) on the test database; and live,
+with schemathesis's command line against a uvicorn (embedded shape), every phase and every check
 but the one that ``schemathesis.toml`` beside this file turns off, with its reason; the cassette
 of that run gives the calls answered 200, and the server's database the turns and unread calls.
 """
@@ -157,7 +157,7 @@ def test_a_call_without_the_key_is_refused_and_never_reaches_the_provider(
     assert kept() == 0
 
 
-# --- live: schemathesis's command line against a daphne ------------------------------------------
+# --- live: schemathesis's command line against a uvicorn -----------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The recording proxy end to end: the real ``openai`` and ``anthropic`` SDKs, their base URL
-pointed at a live daphne, which relays to loopback stand-ins for both providers' APIs. Every
+pointed at a live uvicorn, which relays to loopback stand-ins for both providers' APIs. Every
 call is answered exactly as the upstream answered it, streamed or not, and recorded once with
 its regions and reported usage; the provider's key reaches the stand-in and nowhere else."""
 

@@ -1,12 +1,12 @@
 """Headers cross the proxy byte for byte, whatever their bytes, and a URL that cannot is refused
 with a 400 (issue 34, the space around the proxy's fuzzing). An answer's header value in UTF-8
 outside Latin-1 (an upstream's note, a request id, a file name) used to stop the relay as it
-wrote the answer, and daphne answered 500 for a call the upstream had answered 200, which was
-never recorded either; an agent's header value that is not ASCII (a title, a user name in
-Latin-1 or UTF-8) was a 500 from ctxweb itself, and nothing reached the provider. So was a path
-or query holding a DEL (0x7F), which the server passes on and no HTTP client sends.
+wrote the answer, and the server (daphne then) answered 500 for a call the upstream had answered
+200, which was never recorded either; an agent's header value that is not ASCII (a title, a user
+name in Latin-1 or UTF-8) was a 500 from ctxweb itself, and nothing reached the provider. So was a
+path or query holding a DEL (0x7F), which the server passes on and no HTTP client sends.
 
-A live daphne relays to a loopback server speaking OpenAI's chat completions, streamed and not."""
+A live uvicorn relays to a loopback server speaking OpenAI's chat completions, streamed and not."""
 
 from __future__ import annotations
 

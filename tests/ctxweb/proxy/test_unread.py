@@ -3,7 +3,7 @@ unchanged, and the call is kept raw (request and answer as relayed, why it could
 on its session, listed by the API and shown on the session page, downloadable, deleted with its
 session, bounded per project, and invisible to another project.
 
-End to end: the real ``anthropic`` SDK through a live daphne to a loopback stand-in; the rest
+End to end: the real ``anthropic`` SDK through a live uvicorn to a loopback stand-in; the rest
 through the service the recorder calls and the HTTP interfaces on the test database."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The recording proxy takes a session's window from what the call says: the real ``anthropic``
-SDK through a live daphne to a loopback stand-in, with and without the 1M-context beta header
+SDK through a live uvicorn to a loopback stand-in, with and without the 1M-context beta header
 Claude Code sends for a model's 1M window."""
 
 from __future__ import annotations
