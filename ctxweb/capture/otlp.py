@@ -1,7 +1,8 @@
 """OTLP/HTTP traces in and out: an ``ExportTraceServiceRequest`` (protobuf, or OTLP JSON with hex
-ids) decoded into :class:`~compaction.telemetry.Span` values, compressed bodies inflated under a
-cap, and the answers OTLP clients expect (``ExportTraceServiceResponse`` with
-``partial_success``, or a ``google.rpc.Status`` for an error) in the request's encoding.
+ids) decoded into :class:`~compaction.telemetry.Span` values within the receivers' bounds
+(:mod:`ctxweb.capture.bounds`), compressed bodies inflated under a cap, and the answers OTLP
+clients expect (``ExportTraceServiceResponse`` with ``partial_success``, or a
+``google.rpc.Status`` for an error) in the request's encoding.
 """
 
 from __future__ import annotations
@@ -11,14 +12,27 @@ import binascii
 import json
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
 
 from ctxweb import bodies
 from ctxweb.bodies import TooLarge as TooLarge  # what a view catches
+from ctxweb.capture.bounds import (
+    Bounds,
+    Budget,
+    Exhausted,
+    Unread,
+    check_json_size,
+    plan_protobuf,
+)
+from ctxweb.capture.bounds import TooMany as TooMany  # what a view catches
 from ctxweb.contexts.services.capture import Span, SpanEvent
 
 PROTOBUF = "application/x-protobuf"
@@ -32,6 +46,16 @@ RESOURCE_EXHAUSTED = 8
 
 class BadExport(ValueError):
     """The body is not an export this receiver can read (the message says why)."""
+
+
+@dataclass
+class Decoded:
+    """An export read within its bounds: the spans read, those rejected by a per-span bound
+    (span id, why), and those past the export's bounds, counted but not read."""
+
+    spans: list[Span] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    unread: Unread = field(default_factory=Unread)
 
 
 def inflate(body: bytes, encoding: str, limit: int) -> bytes:
@@ -77,32 +101,47 @@ def _attributes(items: Any) -> dict[str, Any]:
     return {kv.key: _any_value(kv.value) for kv in items}
 
 
-def spans_from_protobuf(data: bytes) -> list[Span]:
-    request = trace_service_pb2.ExportTraceServiceRequest()
+def _parsed(message: Any, parts: list[tuple[int, int]], data: bytes) -> Any:
+    for start, end in parts:  # a message sent in several parts is their merge
+        message.MergeFromString(data[start:end])
+    return message
+
+
+def spans_from_protobuf(data: bytes, bounds: Bounds) -> Decoded:
+    """The spans of a protobuf export, walked on the wire first (:func:`plan_protobuf`) so that
+    only the spans within the bounds are ever built."""
     try:
-        request.ParseFromString(data)
-    except (DecodeError, RecursionError, ValueError) as error:
-        raise BadExport(f"not an ExportTraceServiceRequest ({error})") from None
-    spans = []
-    for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes)
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                spans.append(
-                    Span(
-                        trace_id=span.trace_id.hex(),
-                        span_id=span.span_id.hex(),
-                        name=span.name,
-                        start=span.start_time_unix_nano,
-                        attributes=_attributes(span.attributes),
-                        events=tuple(
-                            SpanEvent(e.name, _attributes(e.attributes)) for e in span.events
-                        ),
-                        resource=resource,
-                        scope=scope_spans.scope.name,
-                    )
+        plan = plan_protobuf(data, bounds)
+        resources: dict[int, dict[str, Any]] = {}
+        scopes: dict[int, str] = {}
+        decoded = Decoded(rejected=plan.rejected, unread=plan.unread)
+        for resource, scope, start, end in plan.spans:
+            if resource not in resources:
+                parts = plan.resources.get(resource, [])
+                resources[resource] = _attributes(
+                    _parsed(resource_pb2.Resource(), parts, data).attributes
                 )
-    return spans
+            if scope not in scopes:
+                parts = plan.scopes.get(scope, [])
+                scopes[scope] = _parsed(common_pb2.InstrumentationScope(), parts, data).name
+            span = trace_pb2.Span.FromString(data[start:end])
+            decoded.spans.append(
+                Span(
+                    trace_id=span.trace_id.hex(),
+                    span_id=span.span_id.hex(),
+                    name=span.name,
+                    start=span.start_time_unix_nano,
+                    attributes=_attributes(span.attributes),
+                    events=tuple(SpanEvent(e.name, _attributes(e.attributes)) for e in span.events),
+                    resource=resources[resource],
+                    scope=scopes[scope],
+                )
+            )
+    except (DecodeError, RecursionError, ValueError) as error:
+        if isinstance(error, TooMany):
+            raise
+        raise BadExport(f"not an ExportTraceServiceRequest ({error})") from None
+    return decoded
 
 
 # --- OTLP JSON -----------------------------------------------------------------------------------
@@ -211,7 +250,69 @@ def _object(node: Mapping[str, Any], camel: str, path: str) -> Mapping[str, Any]
     return found
 
 
-def spans_from_json(data: bytes) -> list[Span]:
+def _json_bounds_problem(attributes: Any, budget: Budget) -> str | None:
+    """Why a list of OTLP JSON attributes breaks a per-span bound (too many, nested too deeply),
+    each value taken from the export's ``budget``; None if it does not (a list of the wrong shape
+    is named later, where it is read)."""
+    bounds = budget.bounds
+    if not isinstance(attributes, list):
+        return None
+    if len(attributes) > bounds.attributes:
+        return bounds.too_many_attributes()
+    budget.take(len(attributes))
+    stack = [(item.get("value"), 0) for item in attributes if isinstance(item, Mapping)]
+    while stack:
+        value, depth = stack.pop()
+        if not isinstance(value, Mapping):
+            continue
+        for camel, pairs in (("arrayValue", False), ("kvlistValue", True)):
+            found = _field(value, camel)
+            if found is None:
+                continue
+            if depth >= bounds.depth:
+                return bounds.too_deep()
+            values = _field(found, "values") if isinstance(found, Mapping) else None
+            if not isinstance(values, list):
+                continue
+            budget.take(len(values))
+            for item in values:
+                inner = item.get("value") if pairs and isinstance(item, Mapping) else item
+                stack.append((inner, depth + 1))
+    return None
+
+
+def _json_span_problem(span: Mapping[str, Any], budget: Budget) -> str | None:
+    """Why a span breaks a per-span bound, or None."""
+    bounds = budget.bounds
+    problem = _json_bounds_problem(_field(span, "attributes"), budget)
+    if problem is not None:
+        return problem
+    events = _field(span, "events")
+    if isinstance(events, list) and len(events) > bounds.events:
+        return bounds.too_many_events()
+    for kind in ("events", "links"):
+        items = _field(span, kind)
+        if not isinstance(items, list):
+            continue
+        budget.take(len(items))
+        for item in items:
+            if isinstance(item, Mapping):
+                problem = _json_bounds_problem(_field(item, "attributes"), budget)
+                if problem is not None:
+                    return problem
+    return None
+
+
+def _json_span_id(span: Mapping[str, Any], position: int) -> str:
+    """A span's id as sent, to name it when it is rejected (it may not be a valid id)."""
+    sent = _field(span, "spanId")
+    return sent[:32] if isinstance(sent, str) and sent else f"#{position}"
+
+
+def spans_from_json(data: bytes, bounds: Bounds) -> Decoded:
+    """The spans of an OTLP JSON export: its size checked before it is decoded
+    (:func:`~ctxweb.capture.bounds.check_json_size`), then the same bounds as protobuf's."""
+    check_json_size(data, bounds)
     try:
         # NaN and Infinity are read as their names: only a doubleValue may hold one (_double)
         document = json.loads(data, parse_constant=str)
@@ -219,44 +320,82 @@ def spans_from_json(data: bytes) -> list[Span]:
         raise BadExport(f"not JSON ({error})") from None
     if not isinstance(document, Mapping):
         raise BadExport("expected an object with resourceSpans")
-    spans = []
+    decoded = Decoded()
+    budget = Budget(bounds)
+    stopped_by = ""
+    position = 0
     for r, resource_spans in _list(document, "resourceSpans", ""):
         where = f"resourceSpans.{r}"
         resource_node = _object(resource_spans, "resource", where)
-        resource = _json_attributes(
-            _field(resource_node, "attributes"), f"{where}.resource.attributes"
-        )
+        resource_attributes = _field(resource_node, "attributes")
+        resource = _json_attributes(resource_attributes, f"{where}.resource.attributes")
+        resource_problem = None
+        if not stopped_by:
+            try:
+                budget.take()
+                resource_problem = _json_bounds_problem(resource_attributes, budget)
+            except Exhausted:
+                stopped_by = "values"
         for s, scope_spans in _list(resource_spans, "scopeSpans", where):
             scope = _object(scope_spans, "scope", f"{where}.scopeSpans.{s}")
-            for n, span in _list(scope_spans, "spans", f"{where}.scopeSpans.{s}"):
-                path = f"{where}.scopeSpans.{s}.spans.{n}"
+            above = resource_problem and f"its resource: {resource_problem}"
+            if not stopped_by:
                 try:
-                    start = int(_field(span, "startTimeUnixNano") or 0)
-                except (TypeError, ValueError, OverflowError):
-                    raise BadExport(f"{path}.startTimeUnixNano: expected an integer") from None
-                spans.append(
-                    Span(
-                        trace_id=_hex_id(_field(span, "traceId"), 16, f"{path}.traceId"),
-                        span_id=_hex_id(_field(span, "spanId"), 8, f"{path}.spanId"),
-                        name=str(_field(span, "name") or ""),
-                        start=start,
-                        attributes=_json_attributes(
-                            _field(span, "attributes"), f"{path}.attributes"
-                        ),
-                        events=tuple(
-                            SpanEvent(
-                                str(_field(event, "name") or ""),
-                                _json_attributes(
-                                    _field(event, "attributes"), f"{path}.events.{e}.attributes"
-                                ),
-                            )
-                            for e, event in _list(span, "events", path)
-                        ),
-                        resource=resource,
-                        scope=str(_field(scope, "name") or ""),
-                    )
+                    budget.take()
+                    scope_problem = _json_bounds_problem(_field(scope, "attributes"), budget)
+                    above = above or (scope_problem and f"its scope: {scope_problem}")
+                except Exhausted:
+                    stopped_by = "values"
+            for n, span in _list(scope_spans, "spans", f"{where}.scopeSpans.{s}"):
+                position += 1
+                if not stopped_by and len(decoded.spans) + len(decoded.rejected) >= bounds.spans:
+                    stopped_by = "spans"
+                if not stopped_by:
+                    try:
+                        budget.take()
+                        problem = above or _json_span_problem(span, budget)
+                    except Exhausted:
+                        stopped_by = "values"
+                if stopped_by:
+                    decoded.unread.count += 1
+                    continue
+                if problem is not None:
+                    decoded.rejected.append((_json_span_id(span, position), problem))
+                    continue
+                decoded.spans.append(
+                    _json_span(span, f"{where}.scopeSpans.{s}.spans.{n}", resource, scope)
                 )
-    return spans
+    if decoded.unread.count:
+        count = decoded.unread.count
+        decoded.unread.reason = (
+            bounds.past_spans(count) if stopped_by == "spans" else bounds.past_values(count)
+        )
+    return decoded
+
+
+def _json_span(
+    span: Mapping[str, Any], path: str, resource: dict[str, Any], scope: Mapping[str, Any]
+) -> Span:
+    try:
+        start = int(_field(span, "startTimeUnixNano") or 0)
+    except (TypeError, ValueError, OverflowError):
+        raise BadExport(f"{path}.startTimeUnixNano: expected an integer") from None
+    return Span(
+        trace_id=_hex_id(_field(span, "traceId"), 16, f"{path}.traceId"),
+        span_id=_hex_id(_field(span, "spanId"), 8, f"{path}.spanId"),
+        name=str(_field(span, "name") or ""),
+        start=start,
+        attributes=_json_attributes(_field(span, "attributes"), f"{path}.attributes"),
+        events=tuple(
+            SpanEvent(
+                str(_field(event, "name") or ""),
+                _json_attributes(_field(event, "attributes"), f"{path}.events.{e}.attributes"),
+            )
+            for e, event in _list(span, "events", path)
+        ),
+        resource=resource,
+        scope=str(_field(scope, "name") or ""),
+    )
 
 
 # --- answers -------------------------------------------------------------------------------------

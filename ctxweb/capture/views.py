@@ -5,9 +5,11 @@ Point an OTLP exporter at ctxweb (``OTEL_EXPORTER_OTLP_ENDPOINT=https://ctxweb.e
 Langfuse's ``{base}/api/public/otel``) with ``Authorization: Bearer <ctxweb key>``, or HTTP Basic
 with the key as the password. Every model-call span becomes a turn
 (:mod:`ctxweb.contexts.services.capture`); the answer is OTLP's ``ExportTraceServiceResponse`` in
-the request's encoding, ``partial_success`` counting the spans rejected and why. Errors are a
-``google.rpc.Status`` with the HTTP status OTLP clients act on: 400 (not an export: do not
-retry), 401, 403, 413, 415, 429 (retry later).
+the request's encoding, ``partial_success`` counting the spans rejected and why: those that
+cannot be stored, those past a per-span bound, and those past the export's bounds on spans and
+values, counted but not read (:mod:`ctxweb.capture.bounds`). Errors are a ``google.rpc.Status``
+with the HTTP status OTLP clients act on: 400 (not an export: do not retry), 401, 403, 413 (too
+large even to count), 415, 429 (retry later).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rest_framework.views import APIView
 from ctxweb.accounts.access import access_for_request
 from ctxweb.authentication import ApiKeyAuthentication, BasicKeyAuthentication
 from ctxweb.capture import otlp
+from ctxweb.capture.bounds import Bounds
 from ctxweb.contexts.services.capture import langfuse_batch_ingest, spans_ingest
 
 #: How many rejection reasons an answer names (the count is always whole).
@@ -74,21 +77,26 @@ class TracesApi(APIView):
                 f"Unsupported Content-Type {content_type!r}: send {otlp.PROTOBUF} or {otlp.JSON}.",
             )
         limit = settings.CTXWEB_MAX_REQUEST_BYTES
+        bounds = Bounds.from_settings()
         try:
             data = otlp.inflate(request.body, request.META.get("HTTP_CONTENT_ENCODING", ""), limit)
             if content_type == otlp.JSON:
-                spans = otlp.spans_from_json(data)
+                decoded = otlp.spans_from_json(data, bounds)
             else:
-                spans = otlp.spans_from_protobuf(data)
-        except otlp.TooLarge as error:
+                decoded = otlp.spans_from_protobuf(data, bounds)
+        except (otlp.TooLarge, otlp.TooMany) as error:
             return self._error(request, 413, otlp.RESOURCE_EXHAUSTED, str(error))
         except otlp.BadExport as error:
             return self._error(request, 400, otlp.INVALID_ARGUMENT, str(error))
-        result = spans_ingest(project=access.project, spans=spans)
-        reasons = "; ".join(f"span {span}: {why}" for span, why in result.rejected[:REASONS])
-        if len(result.rejected) > REASONS:
-            reasons += f"; and {len(result.rejected) - REASONS} more"
-        body = otlp.export_answer(_media_type(request), len(result.rejected), reasons)
+        result = spans_ingest(project=access.project, spans=decoded.spans)
+        rejected = decoded.rejected + result.rejected
+        reasons = [f"span {span}: {why}" for span, why in rejected[:REASONS]]
+        if len(rejected) > REASONS:
+            reasons.append(f"and {len(rejected) - REASONS} more")
+        if decoded.unread.count:
+            reasons.append(decoded.unread.reason)
+        count = len(rejected) + decoded.unread.count
+        body = otlp.export_answer(_media_type(request), count, "; ".join(reasons))
         return _answer(request, 200, body)
 
     def _error(self, request: Any, status: int, code: int, message: str) -> HttpResponse:
@@ -123,10 +131,17 @@ class TracesApi(APIView):
         return super().handle_exception(exc)
 
 
+def _too_large(message: str) -> Response:
+    """A batch past a bound, in the shape Langfuse answers its errors."""
+    return Response({"message": message, "error": "payload_too_large"}, status=413)
+
+
 class LangfuseIngestionApi(APIView):
     """``POST /api/public/ingestion``: Langfuse's batch ingestion, for the SDKs and exporters
     that still use it (LiteLLM, Dify, older Langfuse SDKs). Answered ``207`` with ``successes``
-    and ``errors`` per event, as Langfuse answers; ``400`` only when the body is no batch."""
+    and ``errors`` per event, as Langfuse answers; ``400`` only when the body is no batch;
+    ``413`` for a batch past ``CTXWEB_LANGFUSE_MAX_BATCH_BYTES`` (Langfuse's server takes 4.5 MB)
+    or ``CTXWEB_LANGFUSE_MAX_BATCH_EVENTS``."""
 
     authentication_classes = [ApiKeyAuthentication, BasicKeyAuthentication]
     schema = None
@@ -135,12 +150,26 @@ class LangfuseIngestionApi(APIView):
         access = access_for_request(request)
         if access is None or not access.can_write:
             raise exceptions.PermissionDenied("This key may not write.")
+        # Langfuse's own bounds, checked before the body is decoded (bytes) and before any
+        # event is handled (events): each generation is a turn stored, milliseconds each.
+        most_bytes = settings.CTXWEB_LANGFUSE_MAX_BATCH_BYTES
+        if len(request.body) > most_bytes:
+            return _too_large(
+                f"The batch is {len(request.body)} bytes: at most {most_bytes}"
+                " (CTXWEB_LANGFUSE_MAX_BATCH_BYTES). Send smaller batches (flush_at)."
+            )
         data = request.data
         batch = data.get("batch") if isinstance(data, dict) else None
         if not isinstance(batch, list):
             return Response(
                 {"message": 'Expected {"batch": [events]}.', "error": "invalid_request"},
                 status=400,
+            )
+        most_events = settings.CTXWEB_LANGFUSE_MAX_BATCH_EVENTS
+        if len(batch) > most_events:
+            return _too_large(
+                f"The batch holds {len(batch)} events: at most {most_events}"
+                " (CTXWEB_LANGFUSE_MAX_BATCH_EVENTS). Send smaller batches (flush_at)."
             )
         outcomes = langfuse_batch_ingest(project=access.project, batch=batch)
         return Response(

@@ -360,9 +360,23 @@ CTXWEB_UPSTREAM_ANTHROPIC = os.environ.get(
 # Seconds a relayed call may take (a long generation streams for minutes).
 CTXWEB_PROXY_TIMEOUT = envfloat("CTXWEB_PROXY_TIMEOUT", 600.0)
 # Receivers' bounds (docs/deploy.md, "Limits"): what one OTLP export or Langfuse batch may hold,
-# checked before anything is built from it. Over a bound: the spans past it are rejected and named in
-# partial_success (OTLP), or the batch is refused with 413 (Langfuse).
-# (receivers: the helper working on issue 33 item 5 fills this block)
+# checked before anything is built from it. Over a bound: the spans past it are rejected and named
+# in partial_success (OTLP), or the batch is refused with 413 (Langfuse).
+# Spans read per OTLP export (the SDK exports 512 at a time, the collector's batch processor 8,192).
+CTXWEB_OTLP_MAX_SPANS = envint("CTXWEB_OTLP_MAX_SPANS", 10_000)
+# Attributes, events, links and array or kvlist entries read per export (resources, scopes and
+# spans count one each): about what 32 MiB of real attributes hold.
+CTXWEB_OTLP_MAX_VALUES = envint("CTXWEB_OTLP_MAX_VALUES", 1_000_000)
+# Per span (and per resource, scope, event or link): a GenAI span with legacy indexed attributes
+# carries a few per message of its conversation; the SDK's own default is 128 of each.
+CTXWEB_OTLP_MAX_SPAN_ATTRIBUTES = envint("CTXWEB_OTLP_MAX_SPAN_ATTRIBUTES", 100_000)
+CTXWEB_OTLP_MAX_SPAN_EVENTS = envint("CTXWEB_OTLP_MAX_SPAN_EVENTS", 10_000)
+# arrayValue / kvlistValue nesting in one attribute's value.
+CTXWEB_OTLP_MAX_DEPTH = envint("CTXWEB_OTLP_MAX_DEPTH", 32)
+# One Langfuse ingestion batch: Langfuse's own server takes at most 4.5 MB (its SDKs send 2.5 MB
+# batches of flush_at events, 15 by default).
+CTXWEB_LANGFUSE_MAX_BATCH_BYTES = envint("CTXWEB_LANGFUSE_MAX_BATCH_BYTES", 4_718_592)
+CTXWEB_LANGFUSE_MAX_BATCH_EVENTS = envint("CTXWEB_LANGFUSE_MAX_BATCH_EVENTS", 1_000)
 
 # Relayed calls ctxweb could not read are kept raw (shown on their session and through the API):
 # at most this many per project, the oldest dropped first; each body up to CTXWEB_MAX_REQUEST_BYTES.
