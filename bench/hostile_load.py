@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvloop
 from hostile_upstream import ANSWER
 
 SYSTEM = "You are a careful coding agent. " + "Follow the repository's conventions. " * 40
@@ -87,17 +88,75 @@ def _stopped(config: dict[str, Any]) -> bool:
 # --- callers -------------------------------------------------------------------------------------
 
 
+class Connection:
+    """One caller's kept-alive HTTP/1.1 connection, read with asyncio streams: a bare client
+    costs the bench a fraction of what httpx does per call, and the bench shares the cores it
+    measures."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        split = urllib.parse.urlsplit(url)
+        self.host, self.port = split.hostname or "127.0.0.1", split.port or 80
+        self.head = (
+            f"POST {split.path}/chat/completions HTTP/1.1\r\nHost: {split.netloc}\r\n"
+            "Content-Type: application/json\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        ).encode()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def call(self, body: bytes) -> tuple[str, float]:
+        """Send one streamed call; the answer's text and when ``[DONE]`` arrived."""
+        if self.reader is None or self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        reader = self.reader
+        self.writer.write(self.head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        status = (await reader.readline()).split(b" ", 2)
+        if len(status) < 2:
+            raise ConnectionError("the connection was closed")
+        chunked, length = False, 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif name.strip().lower() == b"content-length":
+                length = int(value)
+        if status[1] != b"200":
+            if not chunked:
+                await reader.readexactly(length)
+            self.close()
+            raise RuntimeError(f"status {status[1].decode()}")
+        if not chunked:
+            self.close()
+            raise RuntimeError("not a stream")
+        buffer, text, done_at = b"", [], 0.0
+        while size := int((await reader.readline()).split(b";")[0], 16):
+            buffer += await reader.readexactly(size)
+            await reader.readexactly(2)
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                if event == b"data: [DONE]":
+                    done_at = time.perf_counter()
+                elif event.startswith(b"data: "):
+                    for choice in json.loads(event[6:]).get("choices", []):
+                        text.append(choice["delta"].get("content") or "")
+        await reader.readline()  # the end of the chunked body
+        if not done_at:
+            raise RuntimeError("the answer was cut short")
+        return "".join(text), done_at
+
+
 async def _caller(
-    client: httpx.AsyncClient,
-    config: dict[str, Any],
-    n: int,
-    calls: list[list[float]],
-    failures: dict[str, int],
+    config: dict[str, Any], n: int, calls: list[list[float]], failures: dict[str, int]
 ) -> None:
     headers = {"Authorization": "Bearer sk-bench", **config.get("headers", {})}
     if config.get("session_prefix"):
         headers["X-Ctxweb-Session"] = f"{config['session_prefix']}{n:02d}"
-    url = config["url"] + "/chat/completions"
+    connection = Connection(config["url"], headers)
     k = 0
     while time.time() < config["until"]:
         k += 1
@@ -107,49 +166,35 @@ async def _caller(
             attempts += 1
             started = time.perf_counter()
             try:
-                text, done_at = [], None
-                async with client.stream("POST", url, content=body, headers=headers) as answer:
-                    if answer.status_code != 200:
-                        await answer.aread()
-                        raise RuntimeError(f"status {answer.status_code}")
-                    async for line in answer.aiter_lines():
-                        if not line.startswith("data: "):
-                            continue
-                        if line == "data: [DONE]":
-                            done_at = time.perf_counter()
-                            continue
-                        for choice in json.loads(line[6:]).get("choices", []):
-                            text.append(choice["delta"].get("content") or "")
-                if done_at is None or "".join(text) != ANSWER:
-                    raise RuntimeError("the answer was cut short")
+                text, done_at = await asyncio.wait_for(connection.call(body), 30)
+                if text != ANSWER:
+                    raise RuntimeError("the answer was not the upstream's")
                 break
-            except (httpx.HTTPError, RuntimeError, ValueError) as error:
+            except (TimeoutError, OSError, EOFError, RuntimeError, ValueError) as error:
+                connection.close()
                 why = str(error) if isinstance(error, RuntimeError) else type(error).__name__
                 failures[why] = failures.get(why, 0) + 1
                 if time.time() > config["until"] + 60:
-                    k -= 1  # never read whole: not a completed call
-                    return
+                    return  # never read whole: not a completed call
                 await asyncio.sleep(0.2)
         calls.append([k, done_at - started, time.time(), attempts])
+    connection.close()
 
 
 async def _callers(config: dict[str, Any]) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=config["callers"])
-    timeout = httpx.Timeout(30.0, connect=5.0)
     results: dict[str, list[list[float]]] = {}
     failures: dict[str, int] = {}
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-        tasks = []
-        for n in range(config["callers"]):
-            calls: list[list[float]] = []
-            results[f"{config.get('session_prefix', '')}{n:02d}"] = calls
-            tasks.append(asyncio.create_task(_caller(client, config, n, calls, failures)))
-        await asyncio.gather(*tasks)
+    tasks = []
+    for n in range(config["callers"]):
+        calls: list[list[float]] = []
+        results[f"{config.get('session_prefix', '')}{n:02d}"] = calls
+        tasks.append(asyncio.create_task(_caller(config, n, calls, failures)))
+    await asyncio.gather(*tasks)
     return {"calls": results, "failures": failures}
 
 
 def callers(config: dict[str, Any]) -> dict[str, Any]:
-    return asyncio.run(_callers(config))
+    return uvloop.run(_callers(config))
 
 
 # --- health --------------------------------------------------------------------------------------
