@@ -17,11 +17,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+# Calls a previous process relayed and did not get to queue are recorded now; in the embedded
+# shape this process records, and sweeps periodically.
+from ctxweb.contexts.services.recording import recordings_start  # noqa: E402
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware  # noqa: E402
 from ctxweb.origins import OriginValidator  # noqa: E402
 from ctxweb.proxy.app import ProxyApplication  # noqa: E402
 from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication  # noqa: E402
+
+recordings_start()
 
 if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
     # The embedded shape has no Celery beat: retention runs in this process.

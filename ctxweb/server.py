@@ -105,7 +105,16 @@ def serve(
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     print(f"ctxweb: listening on http://{host}:{bound}", flush=True)
-    uvicorn.run(app, fd=sock.fileno(), workers=workers, **config)
+    # The socket itself is handed over (uvicorn.run(fd=...) wraps a descriptor as a Unix
+    # socket, and uvloop then never sets TCP_NODELAY on its connections: an answer's body
+    # waited some 40 ms for the client's delayed ACK on every kept-alive request).
+    server = uvicorn.Server(uvicorn.Config(app, workers=workers, **config))
+    if workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
+        Multiprocess(server.config, sockets=[sock]).run()
+    else:
+        server.run(sockets=[sock])
 
 
 def _code_dirs() -> list[str]:

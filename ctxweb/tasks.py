@@ -1,6 +1,7 @@
 """Celery tasks: each only calls a service. ``import_run`` imports an uploaded transcript;
-``sessions_expire`` enforces retention (the projects' sessions and import jobs, and failed
-imports' files), on Celery beat's schedule
+``recordings_drain`` records the calls the proxy relayed (``recordings_sweep`` takes up what a
+crash left); ``sessions_expire`` enforces retention (the projects' sessions and import jobs, and
+failed imports' files), on Celery beat's schedule
 (``CELERY_BEAT_SCHEDULE``) or, in the embedded shape, on :func:`start_in_process_scheduler`'s.
 
 ``operation_run`` is acked late and rejected when its worker is lost, so a run killed with its
@@ -19,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection
 
-from ctxweb.contexts.services import deletion, imports, operations
+from ctxweb.contexts.services import deletion, imports, operations, recording
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,19 @@ def sessions_expire() -> dict[str, int]:
     and the import files and jobs past theirs."""
     deletion.imports_expire()
     return deletion.sessions_expire()
+
+
+@shared_task(name=recording.DRAIN_TASK, acks_late=True, reject_on_worker_lost=True)
+def recordings_drain(lane: str) -> int:
+    """Record the relayed calls waiting in ``lane``, in order, for a slice of time (the rest
+    is queued again behind the other lanes); how many were recorded."""
+    return recording.recordings_drain(lane)
+
+
+@shared_task(name=recording.SWEEP_TASK)
+def recordings_sweep() -> dict[str, int]:
+    """Take up the calls crashes left, and give every waiting lane a recorder."""
+    return recording.recordings_sweep()
 
 
 _SCHEDULER: threading.Thread | None = None

@@ -435,3 +435,44 @@ class UnreadCall(models.Model):
 
     def __str__(self) -> str:
         return f"unread {self.format} call {self.pk}"
+
+
+class PendingCall(models.Model):
+    """A call the proxy relayed, waiting to be recorded: the queue between relaying and recording.
+
+    The raw exchange is written first, cheaply: the request and the answer go to two files under
+    ``CTXWEB_DATA_DIR/recordings/`` (the answer as it is relayed, chunk by chunk) while this row
+    says whose call it is and how to read it. Recorders (Celery workers in the production shape,
+    a small pool of threads in the embedded one) then parse it into a turn and delete both; what
+    they cannot record becomes an :class:`UnreadCall`. The queue survives a restart: a row whose
+    relaying process died is taken up again when its answer had been relayed whole.
+
+    Calls of one ``lane`` (the session the call names, else the key that relayed it) are recorded
+    one at a time in order, so a call that extends the previous one finds it recorded.
+    """
+
+    RECEIVING = "receiving"  # the answer is still being relayed (and written)
+    PENDING = "pending"  # relayed whole: waiting for a recorder
+    WORKING = "working"  # a recorder has it (until ``claimed_at`` + the lease)
+    STATES = [(RECEIVING, "receiving"), (PENDING, "pending"), (WORKING, "working")]
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pending_calls")
+    key_id = models.BigIntegerField(help_text="the API key that relayed the call")
+    lane = models.CharField(max_length=300, help_text="calls of one lane are recorded in order")
+    state = models.CharField(max_length=16, choices=STATES, default=RECEIVING)
+    call = models.JSONField(default=dict, help_text="how to record it (format, session, ...)")
+    spool = models.CharField(max_length=64, help_text="its files' name under recordings/")
+    size = models.PositiveBigIntegerField(default=0, help_text="bytes spooled, request and answer")
+    owner = models.CharField(max_length=200, help_text="host:pid of the process that holds it")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["lane", "state", "id"], name="pending_call_lane"),
+            models.Index(fields=["state", "created_at"], name="pending_call_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pending {self.call.get('format', '')} call {self.pk} ({self.state})"

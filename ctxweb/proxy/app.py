@@ -135,16 +135,19 @@ async def _body(receive: Receive) -> bytes | None:
 
 
 async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": relayed.status,
-            "headers": [
-                (name.lower().encode("latin-1"), value.encode("latin-1"))
-                for name, value in relayed.headers
-            ],
-        }
-    )
+    try:
+        await _send_answer(relayed, receive, send)
+    finally:
+        relayed.release()
+
+
+async def _send_answer(relayed: Relayed, receive: Receive, send: Send) -> None:
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in relayed.headers
+    ]
+    if isinstance(relayed.body, bytes):  # whole: framed by its length
+        headers.append((b"content-length", str(len(relayed.body)).encode()))
+    await send({"type": "http.response.start", "status": relayed.status, "headers": headers})
     if isinstance(relayed.body, bytes):
         await send({"type": "http.response.body", "body": relayed.body})
         return
@@ -163,10 +166,19 @@ async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:
 
 
 async def _stream(chunks: AsyncIterator[bytes], send: Send) -> None:
+    """Relay the chunks as the caller takes them: the server's ``send`` waits while the
+    caller's socket is full, so the upstream is read no faster than the caller reads. A caller
+    that takes nothing for ``CTXWEB_SEND_TIMEOUT`` seconds is dropped."""
+    timeout = settings.CTXWEB_SEND_TIMEOUT
     try:
         async for chunk in chunks:
             if chunk:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                message = {"type": "http.response.body", "body": chunk, "more_body": True}
+                try:
+                    await asyncio.wait_for(send(message), timeout)
+                except TimeoutError:
+                    logger.info("proxy: the caller took nothing for %gs: dropped", timeout)
+                    return
         await send({"type": "http.response.body", "body": b""})
     finally:
         close = getattr(chunks, "aclose", None)

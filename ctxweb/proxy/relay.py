@@ -17,15 +17,25 @@ the same through Django's URLs (WSGI, the test client).
   answer comes back as the provider sent it, status and headers included, streamed chunk by
   chunk.
 - **Recorded off the caller's path**: ``POST chat/completions`` and ``responses`` (OpenAI) and
-  ``POST messages`` (Anthropic) answered 2xx are recorded in a thread once the last chunk has
-  been relayed, or, for a stream, once its last event has (an SDK may leave as soon as it reads
-  it, before the upstream ends the stream); a caller that leaves mid-stream is not recorded. A
-  recording failure is counted and logged, and the call has succeeded anyway.
+  ``POST messages`` (Anthropic) answered 2xx are written raw as they are relayed (the request,
+  then each chunk of the answer before it goes back) to a durable queue that recorders drain
+  (:mod:`~ctxweb.contexts.services.recording`): once the last chunk has been relayed, or, for a
+  stream, once its last event has (an SDK may leave as soon as it reads it, before the upstream
+  ends the stream); a caller that leaves mid-stream is not recorded. Nothing is parsed on the
+  caller's path, and the answer is never held in memory.
 - **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
   session, the start of the agent's request that the operation compacted is sent compacted
   (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
 - **Bounded**: bodies are capped like every request (``CTXWEB_MAX_REQUEST_BYTES``); each key
-  has ``CTXWEB_RATE_LIMIT`` (429 with ``Retry-After``, in the provider's shape).
+  has ``CTXWEB_RATE_LIMIT`` (429 with ``Retry-After``, in the provider's shape) and at most
+  ``CTXWEB_PROXY_KEY_CONCURRENCY`` calls in flight in this process (429 past it). An answer past
+  ``CTXWEB_PROXY_MAX_ANSWER_BYTES`` or ``CTXWEB_PROXY_MAX_ANSWER_SECONDS`` is stopped: a 502 in
+  the provider's shape before it starts, an ``error`` event ending a stream, a cut connection
+  otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
+- **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
+  (a cache read for a known key), managed mode's preparation on ``CTXWEB_PROXY_PREPARE_THREADS``
+  others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key: no caller's call waits behind
+  another key's work.
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -35,16 +45,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import zlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import msgspec
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection
 
@@ -52,12 +60,9 @@ from ctxweb import ratelimit
 from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.bodies import ENCODINGS
-from ctxweb.contexts.services.ingest import WINDOW_HEADERS, call_context_window
-from ctxweb.contexts.services.proxying import (
-    proxy_answer_finished,
-    proxy_prepare,
-    proxy_record,
-)
+from ctxweb.contexts.services import recording
+from ctxweb.contexts.services.ingest import WINDOW_HEADERS
+from ctxweb.contexts.services.proxying import proxy_prepare
 
 if TYPE_CHECKING:
     from ctxweb.accounts.models import ApiKey
@@ -99,11 +104,6 @@ RECORDED = {
     ("openai", "responses"): "openai-responses",
     ("anthropic", "messages"): "anthropic-messages",
 }
-#: A response kept for recording past this size is not recorded (it is still relayed whole).
-RECORD_LIMIT = 64 * 1024 * 1024
-#: The recorder's database connection is checked before use once it has been idle this long.
-RECORDER_IDLE_CHECK = 30.0
-
 Headers = list[tuple[str, str]]
 
 
@@ -115,6 +115,8 @@ class Relayed:
     status: int
     headers: Headers
     body: bytes | AsyncIterator[bytes]
+    #: Called once the answer is over, however it ended (the key's call in flight ends).
+    release: Callable[[], None] = field(default=lambda: None)
 
 
 #: One pooled client per event loop, forgotten with its loop (a loop's id can be reused by the
@@ -122,10 +124,26 @@ class Relayed:
 _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
     weakref.WeakKeyDictionary()
 )
-#: Recording runs here, one call at a time in the order the answers ended: a call that extends
-#: the previous one finds it recorded, and recording never competes with relaying for threads.
-_RECORDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxweb-proxy-record")
-_recorder_used = 0.0
+#: The key checks' threads, and managed mode's preparation's: apart from each other and from
+#: Django's, so that no call waits behind another caller's work on a shared thread.
+_KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix="ctxweb-proxy-key")
+_PREPARE = ThreadPoolExecutor(
+    settings.CTXWEB_PROXY_PREPARE_THREADS, thread_name_prefix="ctxweb-proxy-prepare"
+)
+#: Writing recordings' rows (the files are written on the event loop, as the chunks pass): one
+#: thread per shard of lanes, so that a lane's calls are queued in the order they were relayed.
+_SPOOLS = [ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}") for n in range(4)]
+
+
+def _spool_thread(lane: str) -> ThreadPoolExecutor:
+    return _SPOOLS[zlib.crc32(lane.encode()) % len(_SPOOLS)]
+
+
+#: Calls in flight per key in this process, and each key's preparations.
+_IN_FLIGHT: dict[int, int] = {}
+_PREPARING: dict[int, asyncio.Semaphore] = {}
+#: Recordings being closed (tests wait for them: :func:`recording_idle`).
+_CLOSING: set[Future[Any]] = set()
 
 
 def _client() -> httpx.AsyncClient:
@@ -233,50 +251,64 @@ def _prepare(**call: Any) -> Any:
 
 def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
     """Wait until every call relayed so far is recorded (tests, and a process shutting down);
-    with ``close``, the recorder's database connection is closed too (it keeps it between
-    calls), so it holds nothing of the database afterwards."""
-    _RECORDER.submit(lambda: connection.close() if close else None).result(timeout=timeout)
-
-
-class _Model(msgspec.Struct):
-    """The one field of a request body the window needs (msgspec skips the rest unread)."""
-
-    model: Any = None
-
-
-def _window(body: bytes, headers: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """What the call says of its window (the model it names, the headers selecting a longer
-    one), as ``proxy_record``'s ``context_window`` and ``context_window_source``."""
+    with ``close``, this thread's database connection is closed afterwards."""
+    for future in list(_CLOSING):
+        future.result(timeout=timeout)
     try:
-        model = msgspec.json.decode(body, type=_Model).model
-    except msgspec.DecodeError:  # not a JSON object: proxy_record says so
-        model = None
-    window, source = call_context_window(
-        model=model if isinstance(model, str) else None, headers=headers
-    )
-    return {"context_window": window, "context_window_source": source}
-
-
-def _record(*, window_headers: Sequence[tuple[str, str]] = (), **call: Any) -> None:
-    """In the recorder's thread, which keeps its database connection between calls (a new one
-    per call costs more than the recording), checked before use after an idle spell. The
-    call's window is read from its body and ``window_headers`` there too, off the event loop."""
-    global _recorder_used
-    try:
-        call.update(_window(call["request_body"], window_headers))
-        if time.monotonic() - _recorder_used > RECORDER_IDLE_CHECK:
-            connection.close_if_unusable_or_obsolete()
-            if connection.connection is not None and not connection.is_usable():
-                connection.close()
-        if proxy_record(**call) is None:
-            connection.close()  # it failed: the next call starts on a fresh connection
-    except Exception:
-        # proxy_record keeps what it cannot read; anything else must not vanish in the
-        # executor's future, where nobody looks
-        logger.exception("proxy: the recorder failed on a %s call", call.get("format"))
-        connection.close()
+        recording.recordings_idle(timeout)
     finally:
-        _recorder_used = time.monotonic()
+        if close:
+            connection.close()
+
+
+def _enter(key_id: int) -> Callable[[], None] | None:
+    """Count a call of the key in flight; its release, or None when the key has
+    ``CTXWEB_PROXY_KEY_CONCURRENCY`` already."""
+    if _IN_FLIGHT.get(key_id, 0) >= settings.CTXWEB_PROXY_KEY_CONCURRENCY:
+        return None
+    _IN_FLIGHT[key_id] = _IN_FLIGHT.get(key_id, 0) + 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
+        left = _IN_FLIGHT.get(key_id, 1) - 1
+        if left > 0:
+            _IN_FLIGHT[key_id] = left
+        else:
+            _IN_FLIGHT.pop(key_id, None)
+
+    return release
+
+
+def _preparing(key_id: int) -> asyncio.Semaphore:
+    semaphore = _PREPARING.get(key_id)
+    if semaphore is None:
+        semaphore = _PREPARING[key_id] = asyncio.Semaphore(settings.CTXWEB_PROXY_KEY_PREPARING)
+    return semaphore
+
+
+def _too_large(provider: str, what: str) -> Relayed:
+    return error(provider, 502, "api_error", f"ctxweb: {what}.")
+
+
+def _stream_error(provider: str, format: str | None, message: str) -> bytes:
+    """An event that ends a stream with an error, in the provider's shape."""
+    if provider == "anthropic":
+        event = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return f"event: error\ndata: {json.dumps(event)}\n\n".encode()
+    if format == "openai-responses":
+        failed: dict[str, Any] = {"type": "error", "code": "api_error", "message": message}
+        failed["param"] = None
+        return f"event: error\ndata: {json.dumps(failed)}\n\n".encode()
+    body = {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+class AnswerStopped(Exception):
+    """An upstream answer went past a bound and was stopped."""
 
 
 async def relay(
@@ -288,9 +320,11 @@ async def relay(
     headers: Sequence[tuple[str, str]],
     body: bytes,
 ) -> Relayed:
-    """Relay one call to ``provider``'s upstream (``rest`` is the path after ``v1/``)."""
+    """Relay one call to ``provider``'s upstream (``rest`` is the path after ``v1/``). The
+    answer's ``release`` must be called once it is over (:mod:`ctxweb.proxy.app` does)."""
     raw_key = _header(headers, "x-ctxweb-key")
-    key, wait = await sync_to_async(_admit)(raw_key) if raw_key else (None, None)
+    loop = asyncio.get_running_loop()
+    key, wait = await loop.run_in_executor(_KEYS, _admit, raw_key) if raw_key else (None, None)
     if key is None:
         refused = error(
             provider,
@@ -304,13 +338,46 @@ async def relay(
         # honour) makes it stop at the first answer.
         refused.headers.append(("x-should-retry", "false"))
         return refused
+    kind = "rate_limit_error" if provider == "anthropic" else "rate_limit_exceeded"
     if wait is not None:
-        kind = "rate_limit_error" if provider == "anthropic" else "rate_limit_exceeded"
         refused = error(
             provider, 429, kind, f"ctxweb: over this key's rate limit; retry in {wait}s."
         )
         refused.headers.append(("retry-after", str(wait)))
         return refused
+    release = _enter(key.pk)
+    if release is None:
+        limit = settings.CTXWEB_PROXY_KEY_CONCURRENCY
+        refused = error(
+            provider,
+            429,
+            kind,
+            f"ctxweb: this key has {limit} calls in flight already"
+            " (CTXWEB_PROXY_KEY_CONCURRENCY); retry when one ends.",
+        )
+        refused.headers.append(("retry-after", "1"))
+        return refused
+    try:
+        relayed = await _relay(key, provider, rest, method, query, headers, body)
+    except BaseException:
+        release()
+        raise
+    if isinstance(relayed.body, bytes):
+        release()
+    else:
+        relayed.release = release
+    return relayed
+
+
+async def _relay(
+    key: ApiKey,
+    provider: str,
+    rest: str,
+    method: str,
+    query: str,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+) -> Relayed:
     url = f"{upstream(provider)}/{rest}"
     if query:
         url += "?" + query
@@ -319,15 +386,20 @@ async def relay(
     original: tuple[str, ...] = ()
     events: list[dict[str, Any]] = []
     managed = _header(headers, "x-ctxweb-managed").lower() in ("1", "true")
+    loop = asyncio.get_running_loop()
     if format is not None and managed:  # else nothing to decide before the call: the recorder does
-        prepared = await sync_to_async(_prepare)(
-            project=key.project,
-            key_id=key.pk,
-            format=format,
-            body=body,
-            session=session,
-            managed=managed,
-        )
+        async with _preparing(key.pk):
+            prepared = await loop.run_in_executor(
+                _PREPARE,
+                lambda: _prepare(
+                    project=key.project,
+                    key_id=key.pk,
+                    format=format,
+                    body=body,
+                    session=session,
+                    managed=managed,
+                ),
+            )
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original
@@ -346,61 +418,97 @@ async def relay(
     except httpx.InvalidURL as invalid:  # a control character in the path or query, say
         why = f"ctxweb: the URL cannot be relayed ({invalid})."
         return error(provider, 400, "invalid_request_error", why)
+    seconds = settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS
+    deadline = loop.time() + seconds
     try:
-        answer = await client.send(outgoing, stream=True)
-    except httpx.HTTPError as failure:
-        logger.warning("proxy: %s unreachable: %s", upstream(provider), type(failure).__name__)
+        answer = await asyncio.wait_for(client.send(outgoing, stream=True), seconds)
+    except (TimeoutError, httpx.HTTPError) as failure:
+        name = type(failure).__name__
+        logger.warning("proxy: %s unreachable: %s", upstream(provider), name)
         return error(
+            provider, 502, "api_error", f"ctxweb: the provider could not be reached ({name})."
+        )
+    limit = settings.CTXWEB_PROXY_MAX_ANSWER_BYTES
+    declared = answer.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        await answer.aclose()
+        return _too_large(
             provider,
-            502,
-            "api_error",
-            f"ctxweb: the provider could not be reached ({type(failure).__name__}).",
+            f"the provider's answer is {int(declared)} bytes, over"
+            f" CTXWEB_PROXY_MAX_ANSWER_BYTES ({limit})",
         )
     if not 200 <= answer.status_code < 300:
         format = None
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
-    project, key_id, sent = key.project, key.pk, body
-    window_headers = [(name, value) for name, value in headers if name.lower() in WINDOW_HEADERS]
     coding = answer.headers.get("content-encoding", "").strip().lower()
     encoded = coding not in ("", "identity")
+    spool: str | None = None
+    opening: Future[int] | None = None
+    spooling = _SPOOLS[0]
+    if format is not None:
+        spool = recording.spool_new()
+        call = {
+            "format": format,
+            "streamed": streamed,
+            "session": session,
+            "original": list(original),
+            "events": events,
+            "content_encoding": coding if encoded else "",
+            "window_headers": [[n, v] for n, v in headers if n.lower() in WINDOW_HEADERS],
+            "length": int(declared) if declared.isdigit() else None,
+        }
+        spooling = _spool_thread(recording.lane_for(key.project_id, key.pk, session))
+        opening = spooling.submit(
+            recording.recording_open,
+            project_id=key.project_id,
+            key_id=key.pk,
+            spool=spool,
+            call=call,
+            request_body=body,
+        )
 
     async def chunks() -> AsyncIterator[bytes]:
-        kept: bytearray | None = bytearray() if format else None
+        written = None if spool is None else recording.answer_path(spool).open("wb")
+        size = 0
         complete = False
+        upstream_chunks = answer.aiter_raw()
         try:
-            async for chunk in answer.aiter_raw():
-                if kept is not None:
-                    if len(kept) + len(chunk) > RECORD_LIMIT:
-                        kept = None
-                    else:
-                        kept += chunk
+            while True:
+                left = deadline - loop.time()
+                try:
+                    if left <= 0:
+                        raise TimeoutError
+                    chunk = await asyncio.wait_for(upstream_chunks.__anext__(), left)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise AnswerStopped(
+                        f"the provider's answer took over CTXWEB_PROXY_MAX_ANSWER_SECONDS"
+                        f" ({seconds}s)"
+                    ) from None
+                size += len(chunk)
+                if size > limit:
+                    raise AnswerStopped(
+                        f"the provider's answer went over CTXWEB_PROXY_MAX_ANSWER_BYTES ({limit})"
+                    )
+                if written is not None:
+                    written.write(chunk)  # written before it is relayed
                 yield chunk
             complete = True
+        except AnswerStopped as stopped:
+            logger.warning("proxy: %s", stopped)
+            if streamed and not encoded:
+                yield _stream_error(provider, format, f"ctxweb: {stopped}; the answer was cut.")
+                return
+            raise
         finally:
             try:
-                # A stream whose last event was relayed is a whole answer even when the caller
-                # leaves before its end (the openai SDK closes the connection once it reads
-                # ``[DONE]``, racing the upstream's end of stream): it is recorded all the same.
-                if kept is not None and format is not None:
-                    whole = complete or (
-                        streamed and not encoded and proxy_answer_finished(format, kept)
-                    )
-                    if whole:
-                        _RECORDER.submit(
-                            _record,
-                            project=project,
-                            key_id=key_id,
-                            format=format,
-                            request_body=sent,
-                            response_body=bytes(kept),
-                            streamed=streamed,
-                            session=session,
-                            original=original,
-                            events=events,
-                            compressed=encoded,
-                            content_encoding=coding if encoded else "",
-                            window_headers=window_headers,
-                        )
+                if written is not None:
+                    written.close()
+                if opening is not None:
+                    closing = spooling.submit(_close, opening, size, complete)
+                    _CLOSING.add(closing)
+                    closing.add_done_callback(_CLOSING.discard)
             finally:
                 await answer.aclose()
 
@@ -412,3 +520,17 @@ async def relay(
         if name.decode("latin-1").lower() not in NOT_RETURNED
     ]
     return Relayed(answer.status_code, returned, chunks())
+
+
+def _close(opening: Future[int], size: int, complete: bool) -> None:
+    """Once an answer is over: queue its call for recording (or drop it), off the event loop."""
+    try:
+        pending_id = opening.result()
+    except Exception:
+        logger.exception("proxy: the call's recording could not be written")
+        return
+    try:
+        recording.recording_close(pending_id=pending_id, answer_bytes=size, complete=complete)
+    except Exception:
+        # the row stays "receiving": the sweep takes it up
+        logger.exception("proxy: the call's recording could not be queued")

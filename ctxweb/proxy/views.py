@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -26,8 +28,16 @@ async def relay(
     if not isinstance(body, bytes) and not isinstance(request, ASGIRequest):
         # Under WSGI this view runs in an event loop of its own that ends with it, and the
         # upstream's connection belongs to that loop: the answer is read whole before it ends
-        # (WSGI cannot stream an asynchronous body anyway; Django would buffer it later).
-        body = b"".join([chunk async for chunk in body])
+        # (WSGI cannot stream an asynchronous body anyway; Django would buffer it later). The
+        # relay bounds it (CTXWEB_PROXY_MAX_ANSWER_BYTES).
+        try:
+            body = b"".join([chunk async for chunk in body])
+        finally:
+            relayed.release()
+    elif isinstance(body, bytes):
+        relayed.release()
+    else:
+        body = _released(body, relayed.release)
     response: HttpResponse | StreamingHttpResponse = (
         HttpResponse(body, status=relayed.status)
         if isinstance(body, bytes)
@@ -36,3 +46,13 @@ async def relay(
     for name, value in relayed.headers:
         response[name] = value
     return response
+
+
+async def _released(
+    chunks: AsyncIterator[bytes], release: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        release()

@@ -247,6 +247,11 @@ CTXWEB_RETENTION_SECONDS = envint("CTXWEB_RETENTION_SECONDS", 3600)
 CTXWEB_FAILED_IMPORT_HOURS = envint("CTXWEB_FAILED_IMPORT_HOURS", 24)
 CTXWEB_SCHEDULER = envbool("CTXWEB_SCHEDULER", False)
 CELERY_BEAT_SCHEDULE = {
+    # Calls left by a crash are recorded, and lanes whose task was lost drained.
+    "recordings-sweep": {
+        "task": "ctxweb.tasks.recordings_sweep",
+        "schedule": envint("CTXWEB_RECORDING_SWEEP_SECONDS", 30),
+    },
     "retention": {"task": "ctxweb.tasks.sessions_expire", "schedule": CTXWEB_RETENTION_SECONDS},
     "reap-operations": {
         "task": "ctxweb.contexts.tasks.operation_reap_stale",
@@ -377,6 +382,33 @@ CTXWEB_OTLP_MAX_DEPTH = envint("CTXWEB_OTLP_MAX_DEPTH", 32)
 # batches of flush_at events, 15 by default).
 CTXWEB_LANGFUSE_MAX_BATCH_BYTES = envint("CTXWEB_LANGFUSE_MAX_BATCH_BYTES", 4_718_592)
 CTXWEB_LANGFUSE_MAX_BATCH_EVENTS = envint("CTXWEB_LANGFUSE_MAX_BATCH_EVENTS", 1_000)
+
+# The proxy under load (docs/deploy.md, "Limits"): an upstream answer past
+# CTXWEB_PROXY_MAX_ANSWER_BYTES or CTXWEB_PROXY_MAX_ANSWER_SECONDS is stopped with an error to its
+# caller; a key has at most CTXWEB_PROXY_KEY_CONCURRENCY calls in flight per web process (429 in
+# the provider's shape past it). Key checks and managed mode's preparation run on threads of their
+# own (never behind another caller's work); a key prepares at most CTXWEB_PROXY_KEY_PREPARING
+# managed calls at once.
+CTXWEB_PROXY_MAX_ANSWER_BYTES = envint("CTXWEB_PROXY_MAX_ANSWER_BYTES", 64 * 1024 * 1024)
+CTXWEB_PROXY_MAX_ANSWER_SECONDS = envint("CTXWEB_PROXY_MAX_ANSWER_SECONDS", 1800)
+CTXWEB_PROXY_KEY_CONCURRENCY = envint("CTXWEB_PROXY_KEY_CONCURRENCY", 32)
+CTXWEB_PROXY_KEY_THREADS = envint("CTXWEB_PROXY_KEY_THREADS", 4)
+CTXWEB_PROXY_PREPARE_THREADS = envint("CTXWEB_PROXY_PREPARE_THREADS", 8)
+CTXWEB_PROXY_KEY_PREPARING = envint("CTXWEB_PROXY_KEY_PREPARING", 2)
+# Recording relayed calls (ctxweb.contexts.services.recording): the raw exchange is spooled to
+# CTXWEB_DATA_DIR/recordings and recorded by Celery workers when there is a broker, else by
+# CTXWEB_RECORDING_WORKERS threads of the web process. The queue holds at most
+# CTXWEB_RECORDING_QUEUE_BYTES (CTXWEB_RECORDING_PROJECT_BYTES per project); a call past it is
+# kept as an unread call saying so. A recorder holds a call for CTXWEB_RECORDING_LEASE seconds
+# before another may take it up; a call that fails CTXWEB_RECORDING_ATTEMPTS times is kept
+# unread with its error.
+CTXWEB_RECORDING_CELERY = envbool("CTXWEB_RECORDING_CELERY", bool(REDIS_URL))
+CTXWEB_RECORDING_WORKERS = envint("CTXWEB_RECORDING_WORKERS", 2)
+CTXWEB_RECORDING_QUEUE_BYTES = envint("CTXWEB_RECORDING_QUEUE_BYTES", 4 * 1024**3)
+CTXWEB_RECORDING_PROJECT_BYTES = envint("CTXWEB_RECORDING_PROJECT_BYTES", 1024**3)
+CTXWEB_RECORDING_LEASE = envint("CTXWEB_RECORDING_LEASE", 300)
+CTXWEB_RECORDING_ATTEMPTS = envint("CTXWEB_RECORDING_ATTEMPTS", 3)
+CTXWEB_RECORDING_SWEEP_SECONDS = envint("CTXWEB_RECORDING_SWEEP_SECONDS", 30)
 
 # Relayed calls ctxweb could not read are kept raw (shown on their session and through the API):
 # at most this many per project, the oldest dropped first; each body up to CTXWEB_MAX_REQUEST_BYTES.

@@ -33,3 +33,6 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # The test client's host (Django's "testserver"), for tests only: never in the base settings.
 ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
 CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa: F405
+# Relayed calls are recorded by this process's threads, also in the PostgreSQL pass (where
+# REDIS_URL is set): tests that start a Celery worker set the servers' environment themselves.
+CTXWEB_RECORDING_CELERY = False

@@ -4,25 +4,25 @@ model call the proxy relayed becomes a turn, once the answer has gone back to th
 The session is the one the agent names (``X-Ctxweb-Session``); else a call whose messages extend a
 recent call of the same key (its request and the answer it got) joins that call's session, so an
 agent's main conversation stays one session while its side calls (titles, summaries with another
-model) start sessions of their own, named by time. That memory is this process's, for an hour:
-behind several web processes a conversation may split where a call lands elsewhere; naming the
-session avoids it. Messages are compared by what they say (``message_identity``): Claude Code moves
+model) start sessions of their own, named by time. That memory is kept for an hour in the shared
+cache (Redis in the production shape), so that every web process and every recorder finds the
+conversation a call extends. Messages are compared by what they say (``message_identity``): Claude Code moves
 its cache breakpoint to the newest message on every call, Codex sends the provider's output items
 back without their ids and with their keys in another order, and neither makes a new conversation.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
 import secrets
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from django.utils import timezone
 
 from compaction.errors import FormatError
@@ -54,13 +54,14 @@ logger = logging.getLogger(__name__)
 SOURCE = "proxy"
 #: How long a call can be extended by the next one and still join its session.
 RECENT_SECONDS = 3600
-#: Conversations remembered per key (the most recent ones).
-RECENT_PER_KEY = 32
 #: Calls the proxy relayed but could not record (the call itself succeeded), since start.
 failures = 0
 
-_MEMORY: dict[int, OrderedDict[str, tuple[tuple[str, ...], float]]] = {}
-_LOCK = threading.Lock()
+#: The proxy's memory lives in the shared cache (Redis in the production shape, where web
+#: processes prepare managed calls and Celery workers record them; this process's memory in the
+#: embedded shape, where both happen here): every process finds the conversation a call extends.
+_CONVERSATION = "proxy-conversation:{key}:{digest}"
+_MAIN_SHAPE = "proxy-main:{key}:{session}"
 
 
 def _hashes(format: str, request: dict[str, Any], extra: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -72,25 +73,44 @@ def _hashes(format: str, request: dict[str, Any], extra: list[dict[str, Any]]) -
     return tuple(message_identity(m) for m in context.messages)
 
 
+def _prefix_digests(hashes: Sequence[str]) -> list[str]:
+    """The digest of each prefix of ``hashes``: item ``k - 1`` is that of ``hashes[:k]``."""
+    digest = hashlib.blake2b(digest_size=16)
+    digests = []
+    for identity in hashes:
+        digest.update(identity.encode())
+        digest.update(b"\0")
+        digests.append(digest.hexdigest())
+    return digests
+
+
+def _extended(key_id: int, hashes: tuple[str, ...]) -> dict[int, str]:
+    """The remembered conversations of the key that ``hashes`` extend: prefix length -> session
+    (one cache round trip; an unreachable cache remembers nothing)."""
+    digests = _prefix_digests(hashes)
+    names = {_CONVERSATION.format(key=key_id, digest=d): n + 1 for n, d in enumerate(digests)}
+    try:
+        found = cache.get_many(list(names))
+    except Exception:
+        logger.warning("the proxy's memory is unavailable: the cache did not answer")
+        return {}
+    return {names[name]: str(session) for name, session in found.items()}
+
+
 def _joined(key_id: int, hashes: tuple[str, ...]) -> str | None:
-    """The session whose last call (request and answer) this call's messages extend."""
-    now = time.monotonic()
-    best: tuple[int, str] | None = None
-    with _LOCK:
-        for external_id, (prefix, when) in (_MEMORY.get(key_id) or {}).items():
-            if now - when > RECENT_SECONDS or len(prefix) > len(hashes):
-                continue
-            if hashes[: len(prefix)] == prefix and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), external_id)
-    return best[1] if best else None
+    """The session whose last call (request and answer) this call's messages extend: the
+    longest remembered within the last :data:`RECENT_SECONDS`."""
+    extended = _extended(key_id, hashes)
+    return extended[max(extended)] if extended else None
 
 
 #: What the main calls of a named session look like, by key and session: whether they send tool
 #: definitions, and their system prompt's identity. A call naming the session that does not
 #: extend it, sends no tools where its main calls do, and has another system prompt is a side
 #: call (a title, a commit message, a summary with a small model): it goes to ``<name>/side``.
-_MAIN: dict[tuple[int, str], tuple[bool, str]] = {}
 SIDE_SUFFIX = "/side"
+#: How long the look of a named session's main calls is remembered.
+MAIN_SECONDS = 24 * 3600
 
 
 def _shape(context: Context) -> tuple[bool, str]:
@@ -107,11 +127,8 @@ def _session_for(
     :data:`_MAIN`), else the recent conversation of the same key it extends, else None."""
     if not session or session_id_problem(session) is not None:
         return _joined(key_id, hashes)
-    with _LOCK:
-        main = _MAIN.get((key_id, session))
-        conversations = _MEMORY.get(key_id)
-        remembered = conversations.get(session) if conversations is not None else None
-    if main is None or (remembered is not None and _starts_with(hashes, remembered[0])):
+    main = _main_shape(key_id, session)
+    if main is None or session in _extended(key_id, hashes).values():
         return session
     tools, system = _shape(context)
     side = session + SIDE_SUFFIX
@@ -120,33 +137,42 @@ def _session_for(
     return session
 
 
+def _main_key(key_id: int, session: str) -> str:
+    return _MAIN_SHAPE.format(key=key_id, session=hashlib.blake2b(session.encode()).hexdigest())
+
+
+def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
+    try:
+        known = cache.get(_main_key(key_id, session))
+    except Exception:
+        return None
+    return (bool(known[0]), str(known[1])) if known else None
+
+
 def _remember_main(key_id: int, external_id: str, context: Context) -> None:
     """Remember what the named session's main calls look like (the first call, until one that
     sends tools)."""
     shape = _shape(context)
-    with _LOCK:
-        known = _MAIN.get((key_id, external_id))
-        if known is None or (shape[0] and not known[0]):
-            _MAIN[(key_id, external_id)] = shape
-        while len(_MAIN) > 64 * RECENT_PER_KEY:
-            _MAIN.pop(next(iter(_MAIN)))
+    known = _main_shape(key_id, external_id)
+    if known is None or (shape[0] and not known[0]):
+        with contextlib.suppress(Exception):  # an unreachable cache remembers nothing
+            cache.set(_main_key(key_id, external_id), list(shape), MAIN_SECONDS)
 
 
 def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
-    with _LOCK:
-        memory = _MEMORY.setdefault(key_id, OrderedDict())
-        memory[external_id] = (hashes, time.monotonic())
-        memory.move_to_end(external_id)
-        while len(memory) > RECENT_PER_KEY:
-            memory.popitem(last=False)
+    """Remember that ``hashes`` (a call's messages and its answer) are ``external_id``'s, for
+    :data:`RECENT_SECONDS`: the next call that extends them joins it."""
+    if not hashes:
+        return
+    digest = _prefix_digests(hashes)[-1]
+    with contextlib.suppress(Exception):
+        cache.set(_CONVERSATION.format(key=key_id, digest=digest), external_id, RECENT_SECONDS)
 
 
 def proxy_memory_clear() -> None:
-    """Forget every conversation, named session and managed rewrite this process remembers, as a
-    new web process starts (tests start each so)."""
-    with _LOCK:
-        _MEMORY.clear()
-        _MAIN.clear()
+    """Forget every conversation, named session and managed rewrite remembered (tests start each
+    so): the whole cache is cleared, and this process's rewrites."""
+    cache.clear()
     _rewrites_clear()
 
 

@@ -164,7 +164,7 @@ def test_it_relays_an_agents_header_that_is_not_ascii_byte_for_byte(
     ],
     ids=["query", "path"],
 )
-def test_it_refuses_a_url_no_client_can_send_in_the_providers_shape(
+def test_it_refuses_a_url_no_client_can_send_and_relays_nothing(
     server: tuple[str, str], target: bytes
 ) -> None:
     url, key = server
@@ -181,8 +181,9 @@ def test_it_refuses_a_url_no_client_can_send_in_the_providers_shape(
             answer += chunk
     head, _, content = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 "), answer[:300]
-    # the body comes chunked: its one chunk is the error
-    error = json.loads(content.split(b"\r\n")[1])["error"]
-    assert error["type"] == "invalid_request_error"
-    assert error["message"].startswith("ctxweb: the URL cannot be relayed")
+    assert f"content-length: {len(content)}".encode() in head.lower(), head
+    # uvicorn's HTTP parser refuses a control character in the request line itself, before
+    # ctxweb sees it (the relay keeps its own refusal, in the provider's shape, for any that
+    # would reach it)
+    assert content == b"Invalid HTTP request received."
     assert len(RECEIVED) == before

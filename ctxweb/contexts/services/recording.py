@@ -1,0 +1,543 @@
+"""The queue between relaying a call and recording it (:class:`PendingCall`).
+
+The proxy writes each call's raw exchange first, cheaply, and never parses on the caller's path:
+:func:`recording_open` writes the request to ``CTXWEB_DATA_DIR/recordings/<spool>.request`` and
+adds the row as the answer starts, the relay appends the answer to ``<spool>.answer`` chunk by
+chunk before relaying it, and :func:`recording_close` queues the call once its answer has gone
+back whole. Recorders drain the queue (:func:`recordings_drain`): Celery workers in the
+production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
+``CTXWEB_RECORDING_WORKERS`` threads of the web process.
+
+- **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all and
+  ``CTXWEB_RECORDING_PROJECT_BYTES`` per project; a call past a bound is relayed all the same and
+  kept as an unread call saying why it was not recorded (on its session's page).
+- **Fair**: a lane (the session a call names, else the key that relayed it) is recorded in order,
+  one call at a time, by one recorder; a recorder drains a lane for at most
+  :data:`SLICE_SECONDS`, then queues it again behind the others: one project's burst waits behind
+  itself, and delays another's recording by at most a slice per busy lane.
+- **Durable**: the queue is rows and files. A recorder that dies leaves its call ``working`` until
+  its lease (``CTXWEB_RECORDING_LEASE``) ends; a web process that dies mid-answer leaves it
+  ``receiving``. :func:`recordings_sweep` (at each web process's start, then periodically) takes
+  them up again: a call whose answer had been relayed whole is recorded, any other dropped (its
+  caller did not get it whole either).
+- **Visible**: a call that cannot be recorded after ``CTXWEB_RECORDING_ATTEMPTS`` tries becomes an
+  unread call, raw, with the error, on its session's page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import PendingCall
+from ctxweb.contexts.services.ingest import call_context_window
+from ctxweb.contexts.services.proxying import proxy_answer_finished, proxy_record
+from ctxweb.contexts.services.unread import unread_call_record
+
+logger = logging.getLogger(__name__)
+
+#: The Celery tasks (:mod:`ctxweb.tasks`), sent by name.
+DRAIN_TASK = "ctxweb.tasks.recordings_drain"
+SWEEP_TASK = "ctxweb.tasks.recordings_sweep"
+#: How long a recorder drains one lane before it lets the others go first.
+SLICE_SECONDS = 1.0
+#: Spool files older than this with no row (a project deleted meanwhile) are removed.
+ORPHAN_SECONDS = 3600
+
+_STARTED = timezone.now()
+#: SQLite takes one writer at a time (and its in-memory test database fails a second writer at
+#: once): this process's recording writes take turns there. Nothing on PostgreSQL.
+_SQLITE_WRITES = threading.RLock()
+
+
+@contextlib.contextmanager
+def _writing() -> Iterator[None]:
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with _SQLITE_WRITES:
+        yield
+
+
+def spool_dir() -> Path:
+    folder = Path(settings.DATA_DIR) / "recordings"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def spool_new() -> str:
+    """A new spool name (the relay writes the answer's file before the row exists)."""
+    return uuid.uuid4().hex
+
+
+def request_path(spool: str) -> Path:
+    return spool_dir() / f"{spool}.request"
+
+
+def answer_path(spool: str) -> Path:
+    return spool_dir() / f"{spool}.answer"
+
+
+def owner() -> str:
+    """This process, as rows name their holder."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lane_for(project_id: int, key_id: int, session: str | None) -> str:
+    """The lane a call is recorded in, in order: its named session's, else its key's."""
+    return f"{project_id}:s:{session}"[:300] if session else f"{project_id}:k:{key_id}"
+
+
+# --- the relay's side ----------------------------------------------------------------------------
+
+
+def recording_open(
+    *,
+    project_id: int,
+    key_id: int,
+    spool: str,
+    call: dict[str, Any],
+    request_body: bytes,
+) -> int:
+    """Write the request and queue the call as ``receiving`` (its answer is being relayed);
+    the row's id."""
+    try:
+        request_path(spool).write_bytes(request_body)
+        with _writing():
+            return PendingCall.objects.create(
+                project_id=project_id,
+                key_id=key_id,
+                lane=lane_for(project_id, key_id, call.get("session")),
+                call=call,
+                spool=spool,
+                size=len(request_body),
+                owner=owner(),
+            ).pk
+    finally:
+        close_old_connections()
+
+
+def recording_close(*, pending_id: int, answer_bytes: int, complete: bool) -> bool:
+    """The answer has been relayed (``complete``: to its end): queue the call for a recorder,
+    or drop it when its answer was not relayed whole. A call past the queue's bounds is kept as
+    an unread call saying so. Whether the call was queued."""
+    with _writing():
+        queued = _close(pending_id, answer_bytes, complete)
+    if queued:
+        recordings_dispatch(queued)
+    return bool(queued)
+
+
+def _close(pending_id: int, answer_bytes: int, complete: bool) -> str:
+    """:func:`recording_close`'s writes; the lane to drain when the call was queued."""
+    try:
+        pending = PendingCall.objects.select_related("project").filter(pk=pending_id).first()
+        if pending is None:  # its project was deleted meanwhile
+            return ""
+        if not complete and not _whole(pending):
+            _discard(pending)
+            return ""
+        full = _over_bounds(pending, answer_bytes)
+        if full:
+            _unread(pending, full, keep_bodies=False)
+            return ""
+        updated = PendingCall.objects.filter(pk=pending.pk, state=PendingCall.RECEIVING).update(
+            state=PendingCall.PENDING, size=F("size") + answer_bytes
+        )
+        return pending.lane if updated else ""
+    finally:
+        close_old_connections()
+
+
+def _whole(pending: PendingCall) -> bool:
+    """Whether the answer on disk is whole though its relaying did not reach the end: a stream
+    whose last event was relayed (an SDK leaves as soon as it reads it), or an answer of the
+    length it declared."""
+    call = pending.call
+    try:
+        data = answer_path(pending.spool).read_bytes()
+    except OSError:
+        return False
+    if call.get("streamed") and not call.get("content_encoding"):
+        return proxy_answer_finished(str(call.get("format")), data)
+    declared = call.get("length")
+    return declared is not None and len(data) == int(declared)
+
+
+def _over_bounds(pending: PendingCall, answer_bytes: int) -> str:
+    """Why the queue cannot take the call (``""``: it can)."""
+    waiting = PendingCall.objects.exclude(pk=pending.pk).exclude(state=PendingCall.RECEIVING)
+    size = pending.size + answer_bytes
+    everyone = (waiting.aggregate(total=Sum("size"))["total"] or 0) + size
+    if everyone > settings.CTXWEB_RECORDING_QUEUE_BYTES:
+        return (
+            f"ctxweb's recording queue was full ({everyone} bytes waiting, over"
+            f" CTXWEB_RECORDING_QUEUE_BYTES={settings.CTXWEB_RECORDING_QUEUE_BYTES}): the call"
+            " was relayed, not recorded"
+        )
+    own = waiting.filter(project_id=pending.project_id).aggregate(total=Sum("size"))["total"]
+    if (own or 0) + size > settings.CTXWEB_RECORDING_PROJECT_BYTES:
+        return (
+            f"this project's recording queue was full (over CTXWEB_RECORDING_PROJECT_BYTES="
+            f"{settings.CTXWEB_RECORDING_PROJECT_BYTES}): the call was relayed, not recorded"
+        )
+    return ""
+
+
+# --- recorders -----------------------------------------------------------------------------------
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_QUEUED: set[str] = set()  # lanes waiting in the pool, each once
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(
+                settings.CTXWEB_RECORDING_WORKERS, thread_name_prefix="ctxweb-recorder"
+            )
+        return _POOL
+
+
+def recordings_dispatch(lane: str) -> None:
+    """Have a recorder drain ``lane``: a Celery task, or a thread of this process."""
+    if settings.CTXWEB_RECORDING_CELERY:
+        from ctxweb.celery import app
+
+        try:
+            app.send_task(DRAIN_TASK, args=(lane,))
+        except Exception:  # the broker is down: the periodic sweep sends it again
+            logger.exception("recording: could not queue lane %s", lane)
+        return
+    with _POOL_LOCK:
+        if lane in _QUEUED:
+            return
+        _QUEUED.add(lane)
+    _pool().submit(_drain_in_thread, lane)
+
+
+def _drain_in_thread(lane: str) -> None:
+    with _POOL_LOCK:
+        _QUEUED.discard(lane)
+    try:
+        recordings_drain(lane)
+    except Exception:
+        logger.exception("recording: draining lane %s failed", lane)
+    finally:
+        close_old_connections()
+
+
+def recordings_drain(lane: str, seconds: float = SLICE_SECONDS) -> int:
+    """Record ``lane``'s waiting calls in order for about ``seconds``, then queue the rest
+    behind the other lanes; nothing when another recorder has the lane. Calls recorded."""
+    deadline = time.monotonic() + seconds
+    done = 0
+    while True:
+        with _writing():
+            pending = _claim(lane)
+            if pending is None:
+                return done
+            _record(pending)
+        done += 1
+        if time.monotonic() > deadline:
+            if PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists():
+                recordings_dispatch(lane)
+            return done
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.CTXWEB_RECORDING_LEASE)
+
+
+def _claim(lane: str) -> PendingCall | None:
+    """The lane's first waiting call, now this recorder's; None when there is none or another
+    recorder holds the lane (a conditional update: two recorders never hold one lane)."""
+    now = timezone.now()
+    expired = now - _lease()
+    with transaction.atomic():
+        calls = PendingCall.objects.filter(lane=lane)
+        if calls.filter(state=PendingCall.WORKING, claimed_at__gt=expired).exists():
+            return None
+        first = (
+            calls.filter(state__in=(PendingCall.PENDING, PendingCall.WORKING))
+            .order_by("pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if first is None:
+            return None
+        taken = (
+            PendingCall.objects.filter(pk=first)
+            .filter(
+                Q(state=PendingCall.PENDING) | Q(state=PendingCall.WORKING, claimed_at__lte=expired)
+            )
+            .update(
+                state=PendingCall.WORKING,
+                owner=owner(),
+                claimed_at=now,
+                attempts=F("attempts") + 1,
+            )
+        )
+    if not taken:
+        return None
+    return PendingCall.objects.select_related("project").get(pk=first)
+
+
+class _Model(msgspec.Struct):
+    """The one field of a request body the window needs (msgspec skips the rest unread)."""
+
+    model: Any = None
+
+
+def _window(body: bytes, headers: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """What the call says of its window (the model it names, the headers selecting a longer
+    one), as ``proxy_record``'s ``context_window`` and ``context_window_source``."""
+    try:
+        model = msgspec.json.decode(body, type=_Model).model
+    except msgspec.DecodeError:  # not a JSON object: proxy_record says so
+        model = None
+    window, source = call_context_window(
+        model=model if isinstance(model, str) else None,
+        headers=[(str(name), str(value)) for name, value in headers],
+    )
+    return {"context_window": window, "context_window_source": source}
+
+
+def _record(pending: PendingCall) -> None:
+    call = pending.call
+    try:
+        request = request_path(pending.spool).read_bytes()
+        answer = answer_path(pending.spool).read_bytes()
+    except OSError as error:
+        _unread(pending, f"the recording's files are gone ({error})", keep_bodies=False)
+        return
+    try:
+        proxy_record(
+            project=pending.project,
+            key_id=pending.key_id,
+            format=str(call["format"]),
+            request_body=request,
+            response_body=answer,
+            streamed=bool(call.get("streamed")),
+            session=call.get("session"),
+            original=tuple(call.get("original") or ()),
+            events=list(call.get("events") or ()),
+            compressed=bool(call.get("content_encoding")),
+            content_encoding=str(call.get("content_encoding") or ""),
+            **_window(request, call.get("window_headers") or ()),
+        )
+    except Exception as error:  # proxy_record keeps what it cannot read: this is the database
+        logger.exception("recording: call %s failed (attempt %s)", pending.pk, pending.attempts)
+        close_old_connections()
+        if pending.attempts >= settings.CTXWEB_RECORDING_ATTEMPTS:
+            why = f"recording failed {pending.attempts} times: {type(error).__name__}: {error}"
+            _unread(pending, why, keep_bodies=True)
+        else:
+            PendingCall.objects.filter(pk=pending.pk).update(
+                state=PendingCall.PENDING, claimed_at=None
+            )
+        return
+    _discard(pending)
+
+
+def _unread(pending: PendingCall, why: str, *, keep_bodies: bool) -> None:
+    """Keep the call as an unread call saying ``why`` it was not recorded, then drop it."""
+    call = pending.call
+    request = answer = b""
+    if keep_bodies:
+        try:
+            request = request_path(pending.spool).read_bytes()
+            answer = answer_path(pending.spool).read_bytes()
+        except OSError:
+            pass
+    try:
+        unread_call_record(
+            project=pending.project,
+            session_external_id=call.get("session"),
+            format=str(call.get("format") or ""),
+            request_body=request,
+            response_body=answer,
+            streamed=bool(call.get("streamed")),
+            compressed=bool(call.get("content_encoding")),
+            content_encoding=str(call.get("content_encoding") or ""),
+            error=why,
+        )
+    except Exception:
+        logger.exception("recording: could not keep call %s as unread (%s)", pending.pk, why)
+    logger.warning("recording: call %s not recorded: %s", pending.pk, why)
+    _discard(pending)
+
+
+def _discard(pending: PendingCall) -> None:
+    PendingCall.objects.filter(pk=pending.pk).delete()
+    for path in (request_path(pending.spool), answer_path(pending.spool)):
+        path.unlink(missing_ok=True)
+
+
+# --- after a crash -------------------------------------------------------------------------------
+
+
+def _holder_gone(pending: PendingCall) -> bool:
+    """Whether the process named by ``owner`` is gone: on this host, no process of that pid,
+    or this very process when the row is older than it. Another host's: never known here."""
+    host, _, pid = pending.owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return pending.created_at < _STARTED
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def recordings_sweep() -> dict[str, int]:
+    """Take up what crashes left: ``receiving`` calls whose web process is gone (or that are
+    older than an answer may last) are queued when their answer was relayed whole, else
+    dropped; ``working`` calls whose recorder died or whose lease ended are queued again; every
+    lane with waiting calls gets a recorder; spool files with no row are removed. Counts."""
+    counts = {"recovered": 0, "dropped": 0, "released": 0, "lanes": 0, "orphans": 0}
+    with _writing():
+        lanes = _sweep(counts)
+    for lane in sorted(lanes):
+        recordings_dispatch(lane)
+    if any(counts[name] for name in ("recovered", "dropped", "released", "orphans")):
+        logger.info("recording: sweep %s", json.dumps(counts))
+    return counts
+
+
+def _sweep(counts: dict[str, int]) -> set[str]:
+    """:func:`recordings_sweep`'s writes; the lanes to drain."""
+    try:
+        now = timezone.now()
+        too_old = now - timedelta(seconds=settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS + 60)
+        for pending in PendingCall.objects.select_related("project").filter(
+            state=PendingCall.RECEIVING
+        ):
+            if pending.created_at >= too_old and not _holder_gone(pending):
+                continue
+            if _whole(pending):
+                size = _size(answer_path(pending.spool))
+                PendingCall.objects.filter(pk=pending.pk, state=PendingCall.RECEIVING).update(
+                    state=PendingCall.PENDING, size=F("size") + size
+                )
+                counts["recovered"] += 1
+            else:
+                _discard(pending)
+                counts["dropped"] += 1
+        for pending in PendingCall.objects.filter(state=PendingCall.WORKING):
+            if pending.claimed_at is None or pending.claimed_at < now - _lease():
+                gone = True
+            else:
+                gone = _holder_gone(pending)
+            if gone:
+                counts["released"] += PendingCall.objects.filter(
+                    pk=pending.pk, state=PendingCall.WORKING, claimed_at=pending.claimed_at
+                ).update(state=PendingCall.PENDING, claimed_at=None)
+        lanes = set(
+            PendingCall.objects.filter(state=PendingCall.PENDING).values_list("lane", flat=True)
+        )
+        counts["lanes"] = len(lanes)
+        counts["orphans"] = _orphans_remove()
+    finally:
+        close_old_connections()
+    return lanes
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _orphans_remove() -> int:
+    cutoff = time.time() - ORPHAN_SECONDS
+    known = set(PendingCall.objects.values_list("spool", flat=True))
+    removed = 0
+    for path in spool_dir().iterdir():
+        if path.stem in known:
+            continue
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def recordings_waiting(project: Project | None = None) -> int:
+    """Calls relayed and not yet recorded (of ``project``, or all)."""
+    calls = PendingCall.objects.all()
+    if project is not None:
+        calls = calls.filter(project=project)
+    return calls.count()
+
+
+# --- in this process -----------------------------------------------------------------------------
+
+_SWEEPER: threading.Thread | None = None
+
+
+def recordings_start() -> None:
+    """At a web process's start: sweep at once (a call left by the process this one replaces is
+    recorded now, not at the next periodic sweep), then every ``CTXWEB_RECORDING_SWEEP_SECONDS``
+    when this process records (the embedded shape; Celery beat sweeps in the production one)."""
+    global _SWEEPER
+    with _POOL_LOCK:
+        if _SWEEPER is not None:
+            return
+        _SWEEPER = threading.Thread(target=_sweep_loop, name="ctxweb-recording-sweep", daemon=True)
+    _SWEEPER.start()
+
+
+def _sweep_loop() -> None:
+    while True:
+        try:
+            recordings_sweep()
+        except Exception:
+            logger.exception("recording: the sweep failed")
+        if settings.CTXWEB_RECORDING_CELERY:
+            return  # beat sweeps from now on
+        time.sleep(settings.CTXWEB_RECORDING_SWEEP_SECONDS)
+
+
+def recordings_idle(timeout: float = 30) -> None:
+    """Wait until every call relayed so far is recorded (tests, and a process shutting down)."""
+    deadline = time.monotonic() + timeout
+
+    def waiting() -> bool:
+        with _writing():  # SQLite's in-memory test database: a reader beside a writer fails
+            return PendingCall.objects.exists()
+
+    try:
+        while waiting():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"calls still waiting to be recorded after {timeout:g}s")
+            time.sleep(0.05)
+    finally:
+        close_old_connections()
