@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.support.builders import body, history
-from tests.support.servers import LiveServer, create_key, live_server, embedded_env, post
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server, post
 
 pytestmark = pytest.mark.slow
 

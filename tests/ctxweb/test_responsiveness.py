@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 KEYWORDS = "error failed tool call result must decided chosen "
 

@@ -21,7 +21,7 @@ from django.db import connection
 from ctxweb.asgi import application
 from ctxweb.serving import environ_for
 from tests.support.builders import body, history
-from tests.support.servers import live_server, database_server_env, require_postgresql
+from tests.support.servers import database_server_env, live_server, require_postgresql
 from tests.support.world import World
 
 

@@ -777,7 +777,7 @@ def _capture(out: Path) -> None:
     default model) and ``out/codex-gpt-5.1-codex`` (a model of classic function tools)."""
     import tempfile
 
-    from tests.support.servers import create_key, live_server, embedded_env
+    from tests.support.servers import create_key, embedded_env, live_server
 
     with tempfile.TemporaryDirectory() as scratch, agent_stand_in(Path(scratch) / "work") as api:
         root = Path(scratch)

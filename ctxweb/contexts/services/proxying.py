@@ -6,9 +6,9 @@ recent call of the same key (its request and the answer it got) joins that call'
 agent's main conversation stays one session while its side calls (titles, summaries with another
 model) start sessions of their own, named by time. That memory is kept for an hour in the shared
 cache (Redis in the production shape), so that every web process and every recorder finds the
-conversation a call extends. Messages are compared by what they say (``message_identity``): Claude Code moves
-its cache breakpoint to the newest message on every call, Codex sends the provider's output items
-back without their ids and with their keys in another order, and neither makes a new conversation.
+conversation a call extends. Messages are compared by what they say (``message_identity``):
+Claude Code moves its cache breakpoint to the newest message on every call, Codex sends the
+provider's output items back without their ids and with their keys in another order, and neither makes a new conversation.
 """
 
 from __future__ import annotations

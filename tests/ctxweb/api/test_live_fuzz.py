@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fuzz import schemathesis_live
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SEED = 20261124

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ctxweb.front.setup import setup_snippets
-from tests.support.servers import ROOT, create_key, live_server, embedded_env
+from tests.support.servers import ROOT, create_key, embedded_env, live_server
 
 #: (client, streaming, whether its spans carry the tool definitions)
 CLIENTS = [

@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
 
 from ctxweb.wsgi import application
 from tests.support.fuzz import same_connection, schemathesis_live
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 from tests.support.world import World
 
 DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "receivers.openapi.yaml"

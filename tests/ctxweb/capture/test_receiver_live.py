@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a server process reads what a test wrote
 

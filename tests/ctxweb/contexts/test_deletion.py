@@ -304,7 +304,7 @@ def test_the_embedded_server_runs_retention_in_process(tmp_path: Any) -> None:
     sessions (every CTXWEB_RETENTION_SECONDS), and leaves the others."""
     import time
 
-    from tests.support.servers import create_key, live_server, embedded_env, manage, post
+    from tests.support.servers import create_key, embedded_env, live_server, manage, post
 
     env = embedded_env(tmp_path, CTXWEB_SCHEDULER="1", CTXWEB_RETENTION_SECONDS="1")
     key = create_key(env, role="ingest")

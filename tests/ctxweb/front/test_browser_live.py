@@ -29,7 +29,7 @@ import pytest
 
 from ctxweb.contexts.demo import coding_session
 from tests.support.browser import PASSWORD, USERNAME, chromium, require_chromium, shot
-from tests.support.servers import ROOT, LiveServer, create_key, live_server, embedded_env, free_port
+from tests.support.servers import ROOT, LiveServer, create_key, embedded_env, free_port, live_server
 
 PROJECT = "live"
 SESSION = "live-session"

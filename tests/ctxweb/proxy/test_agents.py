@@ -46,7 +46,7 @@ from tests.support.agents import (
     run_codex,
     tap,
 )
-from tests.support.servers import LiveServer, create_key, live_server, embedded_env
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 

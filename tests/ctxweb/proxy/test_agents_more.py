@@ -39,7 +39,7 @@ from tests.support.agents_more import (
     run,
     version,
 )
-from tests.support.servers import LiveServer, create_key, live_server, embedded_env
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 

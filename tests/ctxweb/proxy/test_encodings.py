@@ -28,7 +28,7 @@ import pytest
 import zstandard
 from openai import OpenAI
 
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 QUESTION: Any = [{"role": "user", "content": "Why does the test fail?"}]

@@ -14,7 +14,7 @@ from openai import OpenAI
 
 from tests.support.managed import OUTPUT, call_api, wait
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ from ctxweb.contexts.models import Turn, UnreadCall
 from ctxweb.proxy.relay import recording_idle
 from tests.support.fuzz import schemathesis_live
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 from tests.support.world import World
 
 DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "proxy.openapi.yaml"

@@ -19,7 +19,7 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import LiveServer, create_key, live_server, embedded_env
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 TOOL = {"tool": "read_file", "arguments": {"path": "src/app.py"}}

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 #: A header value as the upstream writes it: UTF-8, with a character outside Latin-1.
 NOTE = "réponse ✓ 答".encode()

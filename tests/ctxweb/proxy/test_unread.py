@@ -35,7 +35,7 @@ from ctxweb.contexts.services.unread import (
 )
 from tests.support.builders import body, history
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 from tests.support.world import World
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"

@@ -15,7 +15,7 @@ import pytest
 from anthropic import Anthropic
 
 from tests.support.providers import StandIn, provider_stand_in
-from tests.support.servers import create_key, live_server, embedded_env
+from tests.support.servers import create_key, embedded_env, live_server
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 BETA_1M = "context-1m-2025-08-07"
