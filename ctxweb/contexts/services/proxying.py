@@ -8,7 +8,8 @@ model) start sessions of their own, named by time. That memory is kept for an ho
 cache (Redis in the production shape), so that every web process and every recorder finds the
 conversation a call extends. Messages are compared by what they say (``message_identity``):
 Claude Code moves its cache breakpoint to the newest message on every call, Codex sends the
-provider's output items back without their ids and with their keys in another order, and neither makes a new conversation.
+provider's output items back without their ids and with their keys in another order, and
+neither makes a new conversation.
 """
 
 from __future__ import annotations
