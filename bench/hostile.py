@@ -65,6 +65,7 @@ SECTION = "## Hostile load"
 BENCH_DB = "ctxweb_bench_hostile"
 REDIS = "redis://127.0.0.1:6379/13"
 CALLERS = "hostile-caller-"
+CALM = "hostile-calm-"
 MANAGED = "hostile-managed"
 TARGET_ADDED = 0.10
 TARGET_HEALTH_MS = 100.0
@@ -245,6 +246,21 @@ def turns_of(url: str, key: str, session: str) -> list[dict[str, Any]]:
             return found
 
 
+def caught_up(url: str, key: str, prefix: str, done: dict[str, Any], seconds: float) -> float:
+    """When every call in ``done`` was a turn of its session (or ``seconds`` passed)."""
+    completed = {s: len(c) for s, c in done["calls"].items()}
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        counts = {
+            s["external_id"]: s["turn_count"]
+            for s in api(url, key, "GET", f"sessions?q={prefix}&limit=500")["results"]
+        }
+        if all(counts.get(s, 0) >= n for s, n in completed.items()):
+            break
+        time.sleep(0.25)
+    return time.time()
+
+
 def set_up(url: str, key: str) -> tuple[int, int]:
     """The managed session (four calls, ``ctxweb-auto`` applied) and the calibration: the
     counted tokens of a caller's first call and what each further call adds."""
@@ -385,6 +401,20 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         idle = statistics.median(rss for _, rss in memory.samples)
 
         progress(
+            f"[{shape}] calm: the callers through ctxweb, nothing else, {args.calm_seconds:.0f} s"
+        )
+        (folder / "calm").mkdir()
+        ended = time.time() + args.calm_seconds
+        calm_config = {
+            **common,
+            "url": f"{url}/proxy/openai/v1",
+            "until": ended,
+            "headers": {"X-Ctxweb-Key": key},
+            "session_prefix": CALM,
+        }
+        calm = Role("callers", calm_config, folder / "calm").result()
+        calm["caught_up"] = caught_up(url, key, CALM, calm, args.drain) - ended
+        progress(
             f"[{shape}] load for {args.seconds:.0f} s, the server killed at {args.kill_at:.0f} s"
         )
         cpu = -cpu_seconds(server.process.pid)
@@ -454,16 +484,8 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         progress(f"[{shape}] callers done; waiting for the hostile clients")
         misbehaved = hostile.result()
         memory.high_water()
-        drain_until = time.time() + args.drain
+        caught_up(url, key, CALLERS, through, args.drain)
         completed = {s: len(c) for s, c in through["calls"].items()}
-        while time.time() < drain_until:
-            counts = {
-                s["external_id"]: s["turn_count"]
-                for s in api(url, key, "GET", f"sessions?q={CALLERS}&limit=500")["results"]
-            }
-            if all(counts.get(s, 0) >= n for s, n in completed.items()):
-                break
-            time.sleep(0.5)
         time.sleep(1)
         (folder / "stop").write_text("")
         health = watchers["health"].result()
@@ -471,6 +493,10 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         memory.running = False
         memory.high_water()
         recorded = {s: turns_of(url, key, s) for s in completed}
+        misbehaved["managed_turns"] = sum(
+            any(event.get("type") == "managed" for event in turn["events"])
+            for turn in turns_of(url, key, MANAGED)
+        )
         return analyse(
             shape=shape,
             direct=direct,
@@ -488,6 +514,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             load_ended=load_ended,
             hostile=misbehaved,
             cpu=cpu,
+            calm=calm,
             load_average=load_average,
             args=args,
         )
@@ -508,6 +535,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
 def analyse(**run: Any) -> dict[str, Any]:
     direct = [c[1] for calls in run["direct"]["calls"].values() for c in calls]
     through = [c[1] for calls in run["through"]["calls"].values() for c in calls]
+    calm = [c[1] for calls in run["calm"]["calls"].values() for c in calls]
     killed, back = run["killed"], run["back"]
     checks = run["health"]["checks"]
     # The restart window: from the kill until the new server answered its first health check.
@@ -541,6 +569,8 @@ def analyse(**run: Any) -> dict[str, Any]:
         "shape": run["shape"],
         "direct": direct,
         "through": through,
+        "calm": calm,
+        "calm_caught_up": run["calm"]["caught_up"],
         "retried": sum(c[3] > 1 for calls in run["through"]["calls"].values() for c in calls),
         "health": answered,
         "health_failed": sum(1 for _, ms in outside if ms is None),
@@ -579,6 +609,7 @@ def rows_of(result: dict[str, Any]) -> list[str]:
     delays = result["delays"] or [float("inf")]
     r50, r99, rmax = (percentile(delays, 0.5), percentile(delays, 0.99), max(delays))
     hostile = result["hostile"]
+    c50, c99 = percentile(result["calm"], 0.5), percentile(result["calm"], 0.99)
 
     def tally(kind: str) -> str:
         statuses = hostile[kind]["statuses"]
@@ -596,6 +627,10 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" of a core, the callers {result['client_cpu']:.0%}; load average"
         f" {result['load_average']:.1f}"
         f" | {verdict(added < TARGET_ADDED)} |",
+        f"| {shape} | the same callers through ctxweb alone, before the load (no target) | |"
+        f" {c99 / d99 - 1:+.1%} at p99 ({c50 / d50 - 1:+.1%} at p50): {c50 * 1000:.0f} /"
+        f" {c99 * 1000:.0f} ms, {len(result['calm'])} calls in {result['calm_seconds']:.0f} s,"
+        f" every one a turn {result['calm_caught_up']:.1f} s after the last ended | |",
         f"| {shape} | `/api/v1/health` p99 / max | under 100 ms | {h99:.1f} / {hmax:.1f} ms,"
         f" {len(health)} checks, the slowest at {result['health_max_at']:.0f} s;"
         f" {result['health_failed']} unanswered outside the restart ({result['restart_s']:.1f} s)"
@@ -611,12 +646,25 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" {result['kill_at']:.0f} s) | none | {result['lost']} lost, {result['twice']} recorded"
         f" twice, {result['unmatched']} turns unmatched | {verdict(not result['lost'])} |",
         f"| {shape} | hostile traffic (no target) | | hanging: {tally('hanging')}; never reading:"
-        f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')},"
-        f" median {statistics.median(big) if big else 0:.1f} s; OTLP exports of 20 spans:"
+        f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')}"
+        f" ({hostile['managed_turns']} recorded as managed turns), median"
+        f" {statistics.median(big) if big else 0:.1f} s; OTLP exports of 20 spans:"
         f" {tally('otlp')}, median {statistics.median(otlp) * 1000 if otlp else 0:.0f} ms;"
         f" gzip bomb ({result['bomb_mb']} MB in {bomb.get('compressed', 0) // 1024} KB):"
         f" {tally('bomb')} after {sum(bomb['seconds']):.1f} s | |",
     ]
+
+
+def commit() -> str:
+    """The commit of the code measured (``.commit`` in a tree exported with ``git archive``)."""
+    exported = ROOT / ".commit"
+    if exported.exists():
+        return exported.read_text().strip()[:12]
+    done = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "ctxweb"], cwd=ROOT)
+    return done.stdout.strip() + (" with uncommitted changes" if dirty.returncode else "")
 
 
 def main() -> None:
@@ -624,6 +672,7 @@ def main() -> None:
     parser.add_argument("--shape", choices=["embedded", "production", "both"], default="embedded")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--baseline-seconds", type=float, default=20)
+    parser.add_argument("--calm-seconds", type=float, default=15)
     parser.add_argument("--kill-at", type=float, help="seconds into the load (default: half-way)")
     parser.add_argument("--callers", type=int, default=32)
     parser.add_argument("--big-mb", type=int, default=24)
@@ -650,8 +699,11 @@ def main() -> None:
                 big_mb=args.big_mb,
                 bomb_mb=args.bomb_mb,
                 bomb_s=args.seconds / 4,
+                calm_seconds=args.calm_seconds,
             )
             rows += rows_of(result)
+            saved = Path(tempfile.gettempdir()) / f"ctxweb-bench-hostile-{shape}.json"
+            saved.write_text(json.dumps(result))
             progress("\n".join(rows))
     finally:
         upstream.stop()
@@ -661,8 +713,9 @@ def main() -> None:
         SECTION,
         "hostile.py",
         (
-            f"{args.callers} streaming callers (httpx, each its own session, a growing"
-            f" conversation) against a loopback upstream that streams each answer over 200 ms:"
+            f"{args.callers} streaming callers (asyncio, a kept-alive connection each, each its"
+            f" own session, a growing conversation) against a loopback upstream that streams"
+            f" each answer over 200 ms:"
             f" straight to it for {args.baseline_seconds:.0f} s (the baseline, same run), then"
             f" through one ctxweb server (uvicorn) for {args.seconds:.0f} s, alongside 8 hanging"
             f" calls, 8 clients asking for a 512 MB answer and never reading it, 3 managed calls"
@@ -677,7 +730,7 @@ def main() -> None:
         ),
         ["shape", "measure", "target", "measured", "verdict"],
         rows,
-        versions=(f"uvicorn {uvicorn.__version__}", f"httpx {httpx.__version__}"),
+        versions=(f"ctxweb {commit()}", f"uvicorn {uvicorn.__version__}"),
         write=not args.no_write,
     )
 

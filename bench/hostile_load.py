@@ -321,7 +321,7 @@ def _unread(config: dict[str, Any], tally: Tally) -> None:
 
 def _big_managed(config: dict[str, Any], n: int, tally: Tally) -> None:
     history = json.dumps(managed_history()[-1]).encode()[:-1]
-    filler = ("The build log of the whole monorepo, kept verbatim. " * 20 + "\n").encode()
+    filler = ("The build log of the whole monorepo, kept verbatim. " * 20 + "\\n").encode()
     big = filler * (config["big_mb"] * 1024 * 1024 // len(filler))
     headers = {
         "Authorization": "Bearer sk-bench",
