@@ -457,6 +457,10 @@ async def _relay(
             "window_headers": [[n, v] for n, v in headers if n.lower() in WINDOW_HEADERS],
             "length": int(declared) if declared.isdigit() else None,
         }
+        # what the call is and its request, written before any of the answer is relayed
+        recording.spool_write(
+            project_id=key.project_id, key_id=key.pk, spool=spool, call=call, request_body=body
+        )
         spooling = _spool_thread(recording.lane_for(key.project_id, key.pk, session))
         opening = spooling.submit(
             recording.recording_open,
@@ -468,7 +472,7 @@ async def _relay(
         )
 
     async def chunks() -> AsyncIterator[bytes]:
-        written = None if spool is None else recording.answer_path(spool).open("wb")
+        written = None if spool is None else recording.answer_path(spool).open("wb", buffering=0)
         size = 0
         complete = False
         upstream_chunks = answer.aiter_raw()

@@ -109,6 +109,21 @@ def lane_for(project_id: int, key_id: int, session: str | None) -> str:
 # --- the relay's side ----------------------------------------------------------------------------
 
 
+def call_path(spool: str) -> Path:
+    return spool_dir() / f"{spool}.call"
+
+
+def spool_write(
+    *, project_id: int, key_id: int, spool: str, call: dict[str, Any], request_body: bytes
+) -> None:
+    """Write a call's request and what it is (project, key, how to record it, this process)
+    before anything of its answer is relayed: small writes to the page cache, which survive the
+    process. A process killed before its row was added leaves these, and the sweep adds it."""
+    request_path(spool).write_bytes(request_body)
+    what = {"project_id": project_id, "key_id": key_id, "call": call, "owner": owner()}
+    call_path(spool).write_bytes(json.dumps(what).encode())
+
+
 def recording_open(
     *,
     project_id: int,
@@ -117,10 +132,11 @@ def recording_open(
     call: dict[str, Any],
     request_body: bytes,
 ) -> int:
-    """Write the request and queue the call as ``receiving`` (its answer is being relayed);
-    the row's id."""
+    """Queue a call as ``receiving`` (its answer is being relayed), writing its request first
+    unless :func:`spool_write` has; the row's id."""
     try:
-        request_path(spool).write_bytes(request_body)
+        if not request_path(spool).exists():
+            request_path(spool).write_bytes(request_body)
         with _writing():
             return PendingCall.objects.create(
                 project_id=project_id,
@@ -390,21 +406,22 @@ def _unread(pending: PendingCall, why: str, *, keep_bodies: bool) -> None:
 
 def _discard(pending: PendingCall) -> None:
     PendingCall.objects.filter(pk=pending.pk).delete()
-    for path in (request_path(pending.spool), answer_path(pending.spool)):
+    for path in (request_path(pending.spool), answer_path(pending.spool), call_path(pending.spool)):
         path.unlink(missing_ok=True)
 
 
 # --- after a crash -------------------------------------------------------------------------------
 
 
-def _holder_gone(pending: PendingCall) -> bool:
+def _holder_gone(pending: PendingCall, *, started_before: bool = False) -> bool:
     """Whether the process named by ``owner`` is gone: on this host, no process of that pid,
-    or this very process when the row is older than it. Another host's: never known here."""
+    or this very process when the row is older than it (``started_before``: known to be).
+    Another host's: never known here."""
     host, _, pid = pending.owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
     if int(pid) == os.getpid():
-        return pending.created_at < _STARTED
+        return started_before or pending.created_at < _STARTED
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -429,9 +446,41 @@ def recordings_sweep() -> dict[str, int]:
     return counts
 
 
+def _adopt_unqueued() -> None:
+    """Add the row of each call whose relaying process died before adding it (its files say
+    what it is), as ``receiving``: the sweep then records it if its answer was relayed whole."""
+    known = set(PendingCall.objects.values_list("spool", flat=True))
+    for path in spool_dir().glob("*.call"):
+        spool = path.stem
+        if spool in known:
+            continue
+        try:
+            what = json.loads(path.read_bytes())
+            probe = PendingCall(owner=str(what["owner"]), created_at=timezone.now())
+            written_before_us = path.stat().st_mtime < _STARTED.timestamp()
+            if not _holder_gone(probe, started_before=written_before_us):
+                continue  # its process is relaying it now
+            if not Project.objects.filter(pk=what["project_id"]).exists():
+                raise LookupError("its project is gone")
+            PendingCall.objects.create(
+                project_id=what["project_id"],
+                key_id=what["key_id"],
+                lane=lane_for(what["project_id"], what["key_id"], what["call"].get("session")),
+                call=what["call"],
+                spool=spool,
+                size=_size(request_path(spool)),
+                owner=probe.owner,
+            )
+        except (OSError, ValueError, KeyError, LookupError) as error:
+            logger.warning("recording: spooled call %s cannot be taken up: %s", spool, error)
+            for stale in (path, request_path(spool), answer_path(spool)):
+                stale.unlink(missing_ok=True)
+
+
 def _sweep(counts: dict[str, int]) -> set[str]:
     """:func:`recordings_sweep`'s writes; the lanes to drain."""
     try:
+        _adopt_unqueued()
         now = timezone.now()
         too_old = now - timedelta(seconds=settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS + 60)
         for pending in PendingCall.objects.select_related("project").filter(

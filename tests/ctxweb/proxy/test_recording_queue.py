@@ -1,0 +1,349 @@
+"""The queue between relaying a call and recording it (issue 33, item 3): written first, drained
+by recorders in order per lane, bounded, durable across a crash, and a failure kept visible.
+
+Service-level tests run the embedded shape's recorders (threads of this process) on the test
+database; a live test kills a server between relaying a call's last event and queueing it, and
+the server that replaces it records the call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import PendingCall, Session, UnreadCall
+from ctxweb.contexts.services import recording
+from tests.support.servers import create_key, embedded_env, live_server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ANSWER = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "model": "gpt-4o",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14},
+}
+
+
+def request_for(history: list[str]) -> bytes:
+    messages: list[dict[str, str]] = []
+    for n, text in enumerate(history):
+        messages.append({"role": "user", "content": text})
+        if n < len(history) - 1:
+            messages.append({"role": "assistant", "content": "Done."})
+    return json.dumps({"model": "gpt-4o", "messages": messages}).encode()
+
+
+def enqueue(
+    project: Project,
+    history: list[str],
+    *,
+    session: str | None = "queued",
+    key_id: int = 1,
+    close: bool = True,
+) -> tuple[int, str]:
+    """Spool a call as the relay does (row, request, answer), then queue it (``close``)."""
+    spool = recording.spool_new()
+    answer = json.dumps(ANSWER).encode()
+    call = {
+        "format": "openai-chat",
+        "streamed": False,
+        "session": session,
+        "original": [],
+        "events": [],
+        "content_encoding": "",
+        "window_headers": [],
+        "length": len(answer),
+    }
+    pk = recording.recording_open(
+        project_id=project.pk,
+        key_id=key_id,
+        spool=spool,
+        call=call,
+        request_body=request_for(history),
+    )
+    recording.answer_path(spool).write_bytes(answer)
+    if close:
+        recording.recording_close(pending_id=pk, answer_bytes=len(answer), complete=True)
+    return pk, spool
+
+
+@pytest.fixture
+def project(world: Any) -> Project:
+    return world.project  # type: ignore[no-any-return]
+
+
+def test_a_queued_call_is_recorded_and_its_files_removed(project: Project) -> None:
+    pk, spool = enqueue(project, ["Build it."])
+    recording.recordings_idle(30)
+    session = Session.objects.get(project=project, external_id="queued")
+    assert session.turns.count() == 1
+    assert not PendingCall.objects.filter(pk=pk).exists()
+    assert not recording.request_path(spool).exists()
+    assert not recording.answer_path(spool).exists()
+
+
+def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Project) -> None:
+    history = ["Build it."]
+    for n in range(6):
+        enqueue(project, history)
+        history = [*history, f"Step {n}."]
+    recording.recordings_idle(60)
+    session = Session.objects.get(project=project, external_id="queued")
+    # one conversation growing call by call: each turn extends the one before
+    assert session.turns.count() == 6
+    assert UnreadCall.objects.filter(project=project).count() == 0
+
+
+def test_two_recorders_never_hold_one_lane_and_a_dead_recorders_lease_ends(
+    project: Project, settings: Any
+) -> None:
+    settings.CTXWEB_RECORDING_WORKERS = 1
+    first, _ = enqueue(project, ["One."], close=False)
+    second, _ = enqueue(project, ["One.", "Two."], close=False)
+    PendingCall.objects.filter(pk__in=(first, second)).update(state=PendingCall.PENDING)
+    lane = PendingCall.objects.get(pk=first).lane
+    held = recording._claim(lane)
+    assert held is not None
+    assert held.pk == first
+    assert recording._claim(lane) is None  # the lane is held: not even the next call
+    # the recorder died: once its lease is over, the call is taken up again
+    settings.CTXWEB_RECORDING_LEASE = 60
+    PendingCall.objects.filter(pk=first).update(
+        claimed_at=timezone.now() - timedelta(seconds=120)
+    )
+    again = recording._claim(lane)
+    assert again is not None
+    assert again.pk == first
+    assert again.attempts == 2
+
+
+def test_a_recorder_lets_other_lanes_go_after_its_slice(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dispatched: list[str] = []
+    monkeypatch.setattr(recording, "recordings_dispatch", dispatched.append)
+    for n in range(3):
+        enqueue(project, ["A", *[f"a{i}" for i in range(n)]], session="busy")
+    enqueue(project, ["B"], session="quiet")
+    busy = PendingCall.objects.filter(lane__endswith=":s:busy").first()
+    assert busy is not None
+    dispatched.clear()
+    # a slice of no time: one call recorded, then the lane goes to the back of the queue
+    assert recording.recordings_drain(busy.lane, seconds=0) == 1
+    assert dispatched == [busy.lane]
+    assert PendingCall.objects.filter(lane=busy.lane).count() == 2
+
+
+def test_a_call_past_the_queues_bound_is_kept_visible_not_lost(
+    project: Project, settings: Any
+) -> None:
+    settings.CTXWEB_RECORDING_PROJECT_BYTES = 10
+    pk, spool = enqueue(project, ["Too much."], session="bounded")
+    assert not PendingCall.objects.filter(pk=pk).exists()
+    unread = UnreadCall.objects.get(project=project)
+    assert "CTXWEB_RECORDING_PROJECT_BYTES" in unread.error
+    assert unread.external_id == "bounded"
+    assert not recording.answer_path(spool).exists()
+
+
+def test_a_call_that_keeps_failing_becomes_an_unread_call_with_its_error(
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.CTXWEB_RECORDING_ATTEMPTS = 2
+
+    def broken(**call: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(recording, "proxy_record", broken)
+    enqueue(project, ["Hello."], session="failing")
+    recording.recordings_idle(30)
+    unread = UnreadCall.objects.get(project=project)
+    assert "recording failed 2 times" in unread.error
+    assert "the database went away" in unread.error
+    assert json.loads(bytes(unread.request_body))["messages"][0]["content"] == "Hello."
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_the_sweep_records_a_whole_answer_its_dead_relay_left_and_drops_a_cut_one(
+    project: Project,
+) -> None:
+    whole, _ = enqueue(project, ["Kept."], session="crashed", close=False)
+    cut, cut_spool = enqueue(project, ["Cut."], session="cut", close=False)
+    recording.answer_path(cut_spool).write_bytes(json.dumps(ANSWER).encode()[:20])
+    alive, _ = enqueue(project, ["Still relaying."], session="alive", close=False)
+    gone = f"{socket.gethostname()}:{dead_pid()}"
+    PendingCall.objects.filter(pk__in=(whole, cut)).update(owner=gone)
+    counts = recording.recordings_sweep()
+    assert (counts["recovered"], counts["dropped"]) == (1, 1)
+    deadline = time.monotonic() + 30
+    while PendingCall.objects.filter(pk=whole).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert Session.objects.get(project=project, external_id="crashed").turns.count() == 1
+    assert not Session.objects.filter(project=project, external_id="cut").exists()
+    assert not recording.answer_path(cut_spool).exists()
+    # a call whose relaying process is alive is left alone
+    assert PendingCall.objects.get(pk=alive).state == PendingCall.RECEIVING
+
+
+def test_the_sweep_queues_a_call_whose_relay_died_before_adding_its_row(project: Project) -> None:
+    answer = json.dumps(ANSWER).encode()
+    spool = recording.spool_new()
+    call = {"format": "openai-chat", "streamed": False, "session": "unqueued", "length": None}
+    recording.spool_write(
+        project_id=project.pk,
+        key_id=1,
+        spool=spool,
+        call={**call, "length": len(answer)},
+        request_body=request_for(["Written first."]),
+    )
+    recording.answer_path(spool).write_bytes(answer)
+    what = json.loads(recording.call_path(spool).read_bytes())
+    what["owner"] = f"{socket.gethostname()}:{dead_pid()}"
+    recording.call_path(spool).write_bytes(json.dumps(what).encode())
+    assert not PendingCall.objects.exists()
+    counts = recording.recordings_sweep()
+    assert counts["recovered"] == 1
+    recording.recordings_idle(30)
+    assert Session.objects.get(project=project, external_id="unqueued").turns.count() == 1
+    assert not recording.call_path(spool).exists()
+
+
+# --- a live server killed between relaying a call and queueing it -------------------------------
+
+EVENTS: list[dict[str, Any]] = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Do"}}]},
+    {"choices": [{"index": 0, "delta": {"content": "ne."}, "finish_reason": "stop"}]},
+    {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}},
+]
+
+
+class HoldingUpstream(BaseHTTPRequestHandler):
+    """Streams a whole chat completion, ``[DONE]`` included, then holds the stream open (as an
+    upstream slow to close it): the relay has relayed every event but not reached the end."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for event in EVENTS:
+            base = {"id": "c1", "object": "chat.completion.chunk", "model": "gpt-4o"}
+            self._chunk(f"data: {json.dumps({**base, **event})}\n\n".encode())
+        self._chunk(b"data: [DONE]\n\n")
+        self.release.wait(60)
+        self._chunk(b"")
+
+    def _chunk(self, data: bytes) -> None:
+        try:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def holding_upstream() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HoldingUpstream)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        HoldingUpstream.release.set()
+        server.shutdown()
+        HoldingUpstream.release.clear()
+
+
+def wait(
+    check: Callable[[], Any], what: str, seconds: float = 60, detail: Callable[[], str] = str
+) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {seconds}s\n{detail()}")
+
+
+@pytest.mark.slow
+def test_a_call_relayed_whole_before_the_server_was_killed_is_recorded_by_the_next_one(
+    tmp_path: Path, holding_upstream: str
+) -> None:
+    env = embedded_env(tmp_path, CTXWEB_UPSTREAM_OPENAI=holding_upstream)
+    key = create_key(env, role="operator")
+    payload = {
+        "model": "gpt-4o",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Build it."}],
+    }
+    headers = {"X-Ctxweb-Key": key, "X-Ctxweb-Session": "killed", "Authorization": "Bearer sk"}
+    with live_server(env) as first:
+        port = first.port
+        assert port is not None
+        with httpx.stream(
+            "POST",
+            f"{first.url}/proxy/openai/v1/chat/completions",
+            json=payload,
+            headers=headers,
+            timeout=30,
+        ) as answer:
+            received = b""
+            for chunk in answer.iter_raw():
+                received += chunk
+                if b"[DONE]" in received:
+                    break
+            # every event is relayed; the upstream holds its stream open: kill the server now
+            os.killpg(first.process.pid, signal.SIGKILL)
+            first.process.wait(timeout=30)
+    spooled = list((tmp_path / "recordings").glob("*.answer"))
+    assert spooled, "the answer was written first"
+    assert b"[DONE]" in spooled[0].read_bytes()
+    with live_server(env, port=port) as second:
+        found = wait(
+            lambda: (
+                lambda r: r.json() if r.status_code == 200 and r.json()["turn_count"] else None
+            )(
+                httpx.get(
+                    f"{second.url}/api/v1/sessions/killed",
+                    headers={"Authorization": f"Bearer {key}"},
+                    timeout=30,
+                )
+            ),
+            "the killed server's call recorded by its successor",
+            detail=lambda: second.output,
+        )
+        assert found["turn_count"] == 1
+    assert not list((tmp_path / "recordings").glob("*.answer"))
