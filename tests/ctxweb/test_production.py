@@ -33,10 +33,11 @@ from django.db import connection
 from django.test import Client
 
 from ctxweb.asgi import application
-from ctxweb.contexts.models import Operation, Session
+from ctxweb.contexts.models import Operation, PendingCall, Session
 from ctxweb.contexts.services import operations
 from tests.support.builders import body, history
-from tests.support.servers import database_url
+from tests.support.providers import provider_stand_in
+from tests.support.servers import database_server_env, database_url, live_server
 from tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +84,9 @@ sys.exit(main())
 class Worker:
     """A ``celery -A ctxweb worker`` subprocess in its own process group, with its output."""
 
-    def __init__(self, *, slow_summary: float | None = None) -> None:
+    def __init__(
+        self, *, slow_summary: float | None = None, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.name = f"ctxweb-test-{uuid.uuid4().hex[:8]}@%h"
         args = [
             "-A",
@@ -104,6 +107,7 @@ class Worker:
             "REDIS_URL": settings.REDIS_URL,
             "DJANGO_SETTINGS_MODULE": "ctxweb.settings",
             "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
         }
         if slow_summary is None:
             command = [str(Path(sys.executable).with_name("celery")), *args]
@@ -328,3 +332,42 @@ def test_a_whole_worker_killed_mid_operation_is_reaped_as_failed(
     assert failed.error.startswith("worker lost: no heartbeat from")
     assert running.worker in failed.error
     assert failed.finished_at is not None
+
+
+def test_proxied_calls_are_recorded_by_a_real_worker_from_the_durable_queue(
+    world: World, start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    """The production shape's recorder: the web process writes each relayed call to the queue
+    (rows in PostgreSQL, files in the shared data folder) and a Celery worker records it, in
+    order, over the Redis broker; the proxy's memory of the conversation is in Redis too."""
+    from openai import OpenAI
+
+    worker = start_worker(extra_env={"CTXWEB_DATA_DIR": str(tmp_path)})
+    with provider_stand_in() as upstream:
+        env = database_server_env(
+            tmp_path, CTXWEB_UPSTREAM_OPENAI=f"{upstream.url}/v1", CTXWEB_RATE_LIMIT=""
+        )
+        with live_server(env) as server:
+            client = OpenAI(
+                api_key="sk-provider",
+                base_url=f"{server.url}/proxy/openai/v1",
+                default_headers={"X-Ctxweb-Key": world.operator_key},
+            )
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "Build it."}]
+            for n in range(3):
+                answer = client.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+                messages += [
+                    {"role": "assistant", "content": answer.choices[0].message.content},
+                    {"role": "user", "content": f"Step {n}."},
+                ]
+
+            def recorded() -> Any:
+                sessions = list(Session.objects.filter(project=world.project, source="proxy"))
+                return sessions if sessions and sessions[0].turns.count() == 3 else None
+
+            sessions = wait_for(recorded, RUN_SECONDS, "3 calls recorded by the worker", worker)
+    # one conversation (joined through the memory in Redis, no session header), nothing waiting
+    assert len(sessions) == 1
+    assert not PendingCall.objects.exists()
+    assert "ctxweb.tasks.recordings_drain" in "".join(worker.lines), worker.output
+    assert not list((tmp_path / "recordings").iterdir())
