@@ -67,6 +67,8 @@ REDIS = "redis://127.0.0.1:6379/13"
 CALLERS = "hostile-caller-"
 CALM = "hostile-calm-"
 MANAGED = "hostile-managed"
+#: The recorder is taken to have stopped when no caller's session gained a turn for this long.
+STALLED = 20.0
 TARGET_ADDED = 0.10
 TARGET_HEALTH_MS = 100.0
 TARGET_MEMORY_MB = 500.0
@@ -247,16 +249,22 @@ def turns_of(url: str, key: str, session: str) -> list[dict[str, Any]]:
 
 
 def caught_up(url: str, key: str, prefix: str, done: dict[str, Any], seconds: float) -> float:
-    """When every call in ``done`` was a turn of its session (or ``seconds`` passed)."""
+    """When every call in ``done`` was a turn of its session, or ``seconds`` passed, or no
+    session gained a turn for :data:`STALLED` seconds (a recorder still working is waited for:
+    a call recorded late is late, not lost)."""
     completed = {s: len(c) for s, c in done["calls"].items()}
     deadline = time.time() + seconds
-    while time.time() < deadline:
+    last: dict[str, int] = {}
+    changed = time.time()
+    while time.time() < deadline and time.time() - changed < STALLED:
         counts = {
             s["external_id"]: s["turn_count"]
             for s in api(url, key, "GET", f"sessions?q={prefix}&limit=500")["results"]
         }
         if all(counts.get(s, 0) >= n for s, n in completed.items()):
             break
+        if counts != last:
+            last, changed = counts, time.time()
         time.sleep(0.25)
     return time.time()
 
@@ -484,7 +492,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         progress(f"[{shape}] callers done; waiting for the hostile clients")
         misbehaved = hostile.result()
         memory.high_water()
-        caught_up(url, key, CALLERS, through, args.drain)
+        drained = caught_up(url, key, CALLERS, through, args.drain) - load_ended
         completed = {s: len(c) for s, c in through["calls"].items()}
         time.sleep(1)
         (folder / "stop").write_text("")
@@ -515,6 +523,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             hostile=misbehaved,
             cpu=cpu,
             calm=calm,
+            drained=drained,
             load_average=load_average,
             args=args,
         )
@@ -571,6 +580,7 @@ def analyse(**run: Any) -> dict[str, Any]:
         "through": through,
         "calm": calm,
         "calm_caught_up": run["calm"]["caught_up"],
+        "drained": run["drained"],
         "retried": sum(c[3] > 1 for calls in run["through"]["calls"].values() for c in calls),
         "health": answered,
         "health_failed": sum(1 for _, ms in outside if ms is None),
@@ -644,7 +654,8 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" {verdict(rmax <= TARGET_RECORDED_S and not result['never'])} |",
         f"| {shape} | calls read whole but not recorded (server killed at"
         f" {result['kill_at']:.0f} s) | none | {result['lost']} lost, {result['twice']} recorded"
-        f" twice, {result['unmatched']} turns unmatched | {verdict(not result['lost'])} |",
+        f" twice, {result['unmatched']} turns unmatched, looked for {result['drained']:.0f} s after"
+        f" the load | {verdict(not result['lost'])} |",
         f"| {shape} | hostile traffic (no target) | | hanging: {tally('hanging')}; never reading:"
         f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')}"
         f" ({hostile['managed_turns']} recorded as managed turns), median"
@@ -677,7 +688,9 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=32)
     parser.add_argument("--big-mb", type=int, default=24)
     parser.add_argument("--bomb-mb", type=int, default=30)
-    parser.add_argument("--drain", type=float, default=30, help="seconds to wait for recording")
+    parser.add_argument(
+        "--drain", type=float, default=180, help="seconds at most to wait for the recorder"
+    )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -726,7 +739,8 @@ def main() -> None:
             f" connection; memory is the web process's VmRSS every 200 ms and VmHWM; a call is"
             f" recorded when its session's turn count, polled every 250 ms through the API,"
             f" reaches it; a call is lost when its session has no turn of its size at the end"
-            f" (after up to {args.drain:.0f} s). Everything shares the machine's cores."
+            f" (once every call is a turn, no turn came for {STALLED:.0f} s, or after"
+            f" {args.drain:.0f} s). Everything shares the machine's cores."
         ),
         ["shape", "measure", "target", "measured", "verdict"],
         rows,

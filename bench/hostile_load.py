@@ -134,7 +134,7 @@ class Connection:
             self.close()
             raise RuntimeError("not a stream")
         buffer, text, done_at = b"", [], 0.0
-        while size := int((await reader.readline()).split(b";")[0], 16):
+        while size := _chunk_size(await reader.readline()):
             buffer += await reader.readexactly(size)
             await reader.readexactly(2)
             *events, buffer = buffer.split(b"\n\n")
@@ -148,6 +148,13 @@ class Connection:
         if not done_at:
             raise RuntimeError("the answer was cut short")
         return "".join(text), done_at
+
+
+def _chunk_size(line: bytes) -> int:
+    try:
+        return int(line.split(b";")[0], 16)
+    except ValueError:  # the connection closed between chunks
+        raise ConnectionError("the stream was cut short") from None
 
 
 async def _caller(
