@@ -99,11 +99,13 @@ class _Locked:
 @dataclass(frozen=True)
 class Then:
     """A statement sent with a session's lock (:func:`_session_locked`): its rows are returned
-    as they are, or as ``rows`` instances (:func:`_loaded`)."""
+    as they are, or as ``rows`` instances (:func:`_loaded`). A ``fixed`` one's text recurs turn
+    after turn: it is kept prepared (:class:`Fixed`)."""
 
     sql: str
     params: list[Any]
     rows: type[Model] | None = None
+    fixed: bool = False
 
 
 def _session_locked(
@@ -138,7 +140,10 @@ def _session_locked(
             ]
             if asynchronous:
                 statements.insert(0, (_ASYNCHRONOUS_COMMIT, []))
-            statements += [(statement.sql, statement.params) for statement in then]
+            statements += [
+                (Fixed(statement.sql) if statement.fixed else statement.sql, statement.params)
+                for statement in then
+            ]
             _execute_at_once(cursor, statements)
             if asynchronous:
                 cursor.nextset()

@@ -288,6 +288,9 @@ _SESSION_UPDATED = (
 )
 #: Rows a statement inserts at most (PostgreSQL takes at most 65,535 parameters).
 _INSERT_BATCH = 1_000
+#: Inserts of at most this many messages are kept prepared (:class:`Fixed`): a late turn brings
+#: one to three, and each count is a statement of its own on every connection.
+_PREPARED_ROWS = 4
 
 
 def _insert_rows(rows: list[MessageRow]) -> list[tuple[int, str]]:

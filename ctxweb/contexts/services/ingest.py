@@ -41,6 +41,7 @@ from ctxweb.contexts.services._recent import (
 from ctxweb.contexts.services._secrets import value_scanned
 from ctxweb.contexts.services._sessions import Then, _session_for_turn
 from ctxweb.contexts.services._sql import (
+    _PREPARED_ROWS,
     _insert_rows_sql,
     _rows_by_hash_sql,
     _turn_insert,
@@ -262,7 +263,8 @@ def turn_ingest(
         rows_at = since = None
         if plan is not None and plan.optimistic and plan.new:
             rows_at = len(then)
-            then.append(Then(*_insert_rows_sql(plan.rows())))
+            new_rows = plan.rows()
+            then.append(Then(*_insert_rows_sql(new_rows), fixed=len(new_rows) <= _PREPARED_ROWS))
         elif plan is not None and not plan.optimistic and plan.wanted:
             rows_at = len(then)
             then.append(Then(*_rows_by_hash_sql(project.pk, sorted(plan.wanted)), MessageRow))

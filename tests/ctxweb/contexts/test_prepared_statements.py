@@ -107,16 +107,19 @@ def test_a_kept_connection_prepares_a_turns_statements_once_and_stores_the_same_
         with CaptureQueriesContext(connection) as queries:
             ingest(world, "prepared", n)
         texts.append(sent(queries))
-    # The session's lock and previous turn, and the turn's insert: prepared on the first turn
-    # (the first turn of a session creates it, and locks it again), run as EXECUTE after.
+    # The session's lock and previous turn, and the turn's insert, prepared on the first turn (a
+    # first turn creates its session, and locks it again); the insert of a turn's two new
+    # messages on the second (the first turn's are not sent with the lock). Run as EXECUTE after.
     assert texts[0].count("PREPARE ") == 3
+    assert texts[1].count("PREPARE ") == 1
     for text in texts[1:]:
+        assert text.count("EXECUTE ctxweb_") == 4
+    for text in texts[2:]:
         assert "PREPARE " not in text
-        assert text.count("EXECUTE ctxweb_") == 3
     assert stored("prepared") == stored("plain")
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'ctxweb_%%'")
-        assert cursor.fetchone()[0] == 3
+        assert cursor.fetchone()[0] == 4
 
 
 def test_a_connection_whose_prepared_statements_vanished_serves_again_after_one_failed_turn(
