@@ -505,6 +505,8 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             any(event.get("type") == "managed" for event in turn["events"])
             for turn in turns_of(url, key, MANAGED)
         )
+        managed = api(url, key, "GET", f"sessions/{MANAGED}")
+        misbehaved["managed_session"] = {k: managed[k] for k in ("turn_count", "unread_calls")}
         return analyse(
             shape=shape,
             direct=direct,
@@ -658,7 +660,9 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" the load | {verdict(not result['lost'])} |",
         f"| {shape} | hostile traffic (no target) | | hanging: {tally('hanging')}; never reading:"
         f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')}"
-        f" ({hostile['managed_turns']} recorded as managed turns), median"
+        f" ({hostile['managed_turns']} recorded as managed turns; the session has"
+        f" {hostile['managed_session']['turn_count']} turns, 4 before the load, and"
+        f" {hostile['managed_session']['unread_calls']} unread calls), median"
         f" {statistics.median(big) if big else 0:.1f} s; OTLP exports of 20 spans:"
         f" {tally('otlp')}, median {statistics.median(otlp) * 1000 if otlp else 0:.0f} ms;"
         f" gzip bomb ({result['bomb_mb']} MB in {bomb.get('compressed', 0) // 1024} KB):"
