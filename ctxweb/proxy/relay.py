@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import weakref
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -141,7 +142,9 @@ def _spool_thread(lane: str) -> ThreadPoolExecutor:
 
 #: Calls in flight per key in this process, and each key's preparations.
 _IN_FLIGHT: dict[int, int] = {}
-_PREPARING: dict[int, asyncio.Semaphore] = {}
+_PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
 #: Recordings being closed (tests wait for them: :func:`recording_idle`).
 _CLOSING: set[Future[Any]] = set()
 
@@ -261,6 +264,16 @@ def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
             connection.close()
 
 
+def recorders_quiet(timeout: float = 30) -> None:
+    """Wait until this process's recording threads have nothing left to do (no database read:
+    for tests that end with calls they relayed)."""
+    deadline = time.monotonic() + timeout
+    for future in list(_CLOSING):
+        future.result(timeout=timeout)
+    while recording.recorders_busy() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def _enter(key_id: int) -> Callable[[], None] | None:
     """Count a call of the key in flight; its release, or None when the key has
     ``CTXWEB_PROXY_KEY_CONCURRENCY`` already."""
@@ -284,9 +297,11 @@ def _enter(key_id: int) -> Callable[[], None] | None:
 
 
 def _preparing(key_id: int) -> asyncio.Semaphore:
-    semaphore = _PREPARING.get(key_id)
+    """The key's preparations on this event loop (a semaphore belongs to one loop)."""
+    keys = _PREPARING.setdefault(asyncio.get_running_loop(), {})
+    semaphore = keys.get(key_id)
     if semaphore is None:
-        semaphore = _PREPARING[key_id] = asyncio.Semaphore(settings.CTXWEB_PROXY_KEY_PREPARING)
+        semaphore = keys[key_id] = asyncio.Semaphore(settings.CTXWEB_PROXY_KEY_PREPARING)
     return semaphore
 
 
@@ -422,7 +437,14 @@ async def _relay(
     deadline = loop.time() + seconds
     try:
         answer = await asyncio.wait_for(client.send(outgoing, stream=True), seconds)
-    except (TimeoutError, httpx.HTTPError) as failure:
+    except TimeoutError:
+        logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
+        why = (
+            "ctxweb: the provider did not answer within CTXWEB_PROXY_MAX_ANSWER_SECONDS"
+            f" ({seconds}s)."
+        )
+        return error(provider, 502, "api_error", why)
+    except httpx.HTTPError as failure:
         name = type(failure).__name__
         logger.warning("proxy: %s unreachable: %s", upstream(provider), name)
         return error(
@@ -475,6 +497,8 @@ async def _relay(
         written = None if spool is None else recording.answer_path(spool).open("wb", buffering=0)
         size = 0
         complete = False
+        events = streamed and not encoded
+        held = b""
         upstream_chunks = answer.aiter_raw()
         try:
             while True:
@@ -497,11 +521,18 @@ async def _relay(
                     )
                 if written is not None:
                     written.write(chunk)  # written before it is relayed
-                yield chunk
+                if events:
+                    # an event stream goes back whole events at a time (a client parses none
+                    # before its end anyway), so that an error can always follow as an event
+                    chunk, held = _whole_events(held + chunk)
+                if chunk:
+                    yield chunk
             complete = True
+            if held:
+                yield held  # the stream's last bytes, whatever they are
         except AnswerStopped as stopped:
             logger.warning("proxy: %s", stopped)
-            if streamed and not encoded:
+            if events:
                 yield _stream_error(provider, format, f"ctxweb: {stopped}; the answer was cut.")
                 return
             raise
@@ -524,6 +555,14 @@ async def _relay(
         if name.decode("latin-1").lower() not in NOT_RETURNED
     ]
     return Relayed(answer.status_code, returned, chunks())
+
+
+def _whole_events(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` split after its last complete server-sent event: (the events, the rest)."""
+    end = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, data.rfind(b"\r\r") + 2)
+    if end < 2:
+        return b"", data
+    return data[:end], data[end:]
 
 
 def _close(opening: Future[int], size: int, complete: bool) -> None:

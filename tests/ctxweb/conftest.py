@@ -89,3 +89,8 @@ def fresh_process_memory() -> Iterator[None]:
     proxying.proxy_memory_clear()
     with services.as_another_process():
         yield
+    # A call the test relayed in this process is recorded by threads: they end with the test,
+    # not in the next one (whose database may be another, or closed to them).
+    from ctxweb.proxy.relay import recorders_quiet
+
+    recorders_quiet()

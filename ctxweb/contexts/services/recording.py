@@ -223,6 +223,7 @@ def _over_bounds(pending: PendingCall, answer_bytes: int) -> str:
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _QUEUED: set[str] = set()  # lanes waiting in the pool, each once
+_DRAINING = [0]  # drains running in the pool
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -255,12 +256,21 @@ def recordings_dispatch(lane: str) -> None:
 def _drain_in_thread(lane: str) -> None:
     with _POOL_LOCK:
         _QUEUED.discard(lane)
+        _DRAINING[0] += 1
     try:
         recordings_drain(lane)
     except Exception:
         logger.exception("recording: draining lane %s failed", lane)
     finally:
         close_old_connections()
+        with _POOL_LOCK:
+            _DRAINING[0] -= 1
+
+
+def recorders_busy() -> bool:
+    """Whether this process's recorders have a lane queued or draining."""
+    with _POOL_LOCK:
+        return bool(_QUEUED) or _DRAINING[0] > 0
 
 
 def recordings_drain(lane: str, seconds: float = SLICE_SECONDS) -> int:
@@ -576,12 +586,13 @@ def _sweep_loop() -> None:
 
 
 def recordings_idle(timeout: float = 30) -> None:
-    """Wait until every call relayed so far is recorded (tests, and a process shutting down)."""
+    """Wait until every call relayed so far is recorded and this process's recorders are idle
+    (tests, and a process shutting down)."""
     deadline = time.monotonic() + timeout
 
     def waiting() -> bool:
         with _writing():  # SQLite's in-memory test database: a reader beside a writer fails
-            return PendingCall.objects.exists()
+            return PendingCall.objects.exists() or recorders_busy()
 
     try:
         while waiting():
