@@ -151,3 +151,21 @@ def test_a_connection_closed_by_each_request_prepares_nothing(world: World) -> N
             ingest(world, "s1", n)
         assert "PREPARE" not in sent(queries)
         assert "EXECUTE" not in sent(queries)
+
+
+def test_a_kept_connection_committing_without_waiting_for_the_disk_reads_the_right_results(
+    world: World, kept_connection: None, settings: Any
+) -> None:
+    # The SET LOCAL goes first in the batch, behind any PREPARE: each result is read where it is.
+    settings.CTXWEB_INGEST_SYNCHRONOUS_COMMIT = False
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    _sql._PREPARED.clear()
+    for n in range(1, 5):
+        with CaptureQueriesContext(connection) as queries:
+            ingest(world, "async", n)
+        assert "SET LOCAL synchronous_commit TO OFF" in sent(queries)
+    settings.CTXWEB_INGEST_SYNCHRONOUS_COMMIT = True
+    for n in range(1, 5):
+        ingest(world, "sync", n)
+    assert stored("async") == stored("sync")
