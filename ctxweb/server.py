@@ -20,6 +20,7 @@ The listening socket is bound here (``--port 0`` picks a free one), and the line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging.config
 import os
 import socket
@@ -100,7 +101,8 @@ def serve(
     if reload:
         # The reloader binds its own socket and restarts the server's process on each change.
         print(f"ctxweb: listening on http://{host}:{port}", flush=True)
-        uvicorn.run(app, host=host, port=port, reload_dirs=_code_dirs(), **config)
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.run(app, host=host, port=port, reload_dirs=_code_dirs(), **config)
         return
     sock = bind(host, port)
     bound = sock.getsockname()[1]
@@ -109,12 +111,14 @@ def serve(
     # socket, and uvloop then never sets TCP_NODELAY on its connections: an answer's body
     # waited some 40 ms for the client's delayed ACK on every kept-alive request).
     server = uvicorn.Server(uvicorn.Config(app, workers=workers, **config))
-    if workers > 1:
-        from uvicorn.supervisors import Multiprocess
+    # uvicorn raises the signal it stopped on again once it has: Ctrl-C ends here, quietly
+    with contextlib.suppress(KeyboardInterrupt):
+        if workers > 1:
+            from uvicorn.supervisors import Multiprocess
 
-        Multiprocess(server.config, sockets=[sock]).run()
-    else:
-        server.run(sockets=[sock])
+            Multiprocess(server.config, sockets=[sock]).run()
+        else:
+            server.run(sockets=[sock])
 
 
 def _code_dirs() -> list[str]:

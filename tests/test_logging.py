@@ -48,6 +48,7 @@ def test_the_development_server_prints_a_requests_log_line_once(tmp_path: Path) 
         os.killpg(server.pid, signal.SIGINT)
         output = server.communicate(timeout=30)[0]
     lines = output.splitlines()
-    assert sum("GET /api/v1/health?once 200" in line for line in lines) == 1, output
+    assert sum('"GET /api/v1/health?once HTTP/1.1" 200' in line for line in lines) == 1, output
+    assert "Traceback" not in output, output
     # Django's own loggers too (the request's warning)
     assert sum(line == "Not Found: /no-such-page" for line in lines) == 1, output

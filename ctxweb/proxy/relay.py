@@ -465,7 +465,7 @@ async def _relay(
     coding = answer.headers.get("content-encoding", "").strip().lower()
     encoded = coding not in ("", "identity")
     spool: str | None = None
-    opening: Future[int] | None = None
+    call: dict[str, Any] = {}
     spooling = _SPOOLS[0]
     if format is not None:
         spool = recording.spool_new()
@@ -479,19 +479,13 @@ async def _relay(
             "window_headers": [[n, v] for n, v in headers if n.lower() in WINDOW_HEADERS],
             "length": int(declared) if declared.isdigit() else None,
         }
-        # what the call is and its request, written before any of the answer is relayed
+        # what the call is and its request, written before any of the answer is relayed: the
+        # record a crash leaves (the queue's row is added once the answer has gone back)
         recording.spool_write(
             project_id=key.project_id, key_id=key.pk, spool=spool, call=call, request_body=body
         )
         spooling = _spool_thread(recording.lane_for(key.project_id, key.pk, session))
-        opening = spooling.submit(
-            recording.recording_open,
-            project_id=key.project_id,
-            key_id=key.pk,
-            spool=spool,
-            call=call,
-            request_body=body,
-        )
+    project_id, key_id, request_bytes = key.project_id, key.pk, len(body)
 
     async def chunks() -> AsyncIterator[bytes]:
         written = None if spool is None else recording.answer_path(spool).open("wb", buffering=0)
@@ -540,8 +534,17 @@ async def _relay(
             try:
                 if written is not None:
                     written.close()
-                if opening is not None:
-                    closing = spooling.submit(_close, opening, size, complete)
+                if spool is not None:
+                    closing = spooling.submit(
+                        _queue,
+                        project_id=project_id,
+                        key_id=key_id,
+                        spool=spool,
+                        call=call,
+                        request_bytes=request_bytes,
+                        answer_bytes=size,
+                        complete=complete,
+                    )
                     _CLOSING.add(closing)
                     closing.add_done_callback(_CLOSING.discard)
             finally:
@@ -565,15 +568,10 @@ def _whole_events(data: bytes) -> tuple[bytes, bytes]:
     return data[:end], data[end:]
 
 
-def _close(opening: Future[int], size: int, complete: bool) -> None:
+def _queue(**call: Any) -> None:
     """Once an answer is over: queue its call for recording (or drop it), off the event loop."""
     try:
-        pending_id = opening.result()
+        recording.recording_queue(**call)
     except Exception:
-        logger.exception("proxy: the call's recording could not be written")
-        return
-    try:
-        recording.recording_close(pending_id=pending_id, answer_bytes=size, complete=complete)
-    except Exception:
-        # the row stays "receiving": the sweep takes it up
+        # the files stay: the sweep queues the call
         logger.exception("proxy: the call's recording could not be queued")

@@ -12,6 +12,7 @@ import os
 
 import dj_database_url
 import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
 
 from ctxweb.datadir import BASE_DIR, data_dir, secret_key
 from ctxweb.origins import parse_origins
@@ -402,7 +403,16 @@ CTXWEB_PROXY_KEY_PREPARING = envint("CTXWEB_PROXY_KEY_PREPARING", 2)
 # kept as an unread call saying so. A recorder holds a call for CTXWEB_RECORDING_LEASE seconds
 # before another may take it up; a call that fails CTXWEB_RECORDING_ATTEMPTS times is kept
 # unread with its error.
-CTXWEB_RECORDING_CELERY = envbool("CTXWEB_RECORDING_CELERY", bool(REDIS_URL))
+# Who records: "celery" (the production shape's workers), "process" (a recorder process the web
+# process starts and watches: the embedded shape; it works beside the web process, on the other
+# core, never taking the event loop's turn) or "threads" (CTXWEB_RECORDING_WORKERS threads of the
+# web process: the test suite, whose database lives in its memory).
+CTXWEB_RECORDER = os.environ.get("CTXWEB_RECORDER") or ("celery" if REDIS_URL else "process")
+if CTXWEB_RECORDER not in ("celery", "process", "threads"):
+    raise ImproperlyConfigured(
+        f"CTXWEB_RECORDER={CTXWEB_RECORDER!r}: choose celery, process or threads."
+    )
+CTXWEB_RECORDING_CELERY = CTXWEB_RECORDER == "celery"
 CTXWEB_RECORDING_WORKERS = envint("CTXWEB_RECORDING_WORKERS", 2)
 CTXWEB_RECORDING_QUEUE_BYTES = envint("CTXWEB_RECORDING_QUEUE_BYTES", 4 * 1024**3)
 CTXWEB_RECORDING_PROJECT_BYTES = envint("CTXWEB_RECORDING_PROJECT_BYTES", 1024**3)

@@ -35,4 +35,5 @@ ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
 CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa: F405
 # Relayed calls are recorded by this process's threads, also in the PostgreSQL pass (where
 # REDIS_URL is set): tests that start a Celery worker set the servers' environment themselves.
+CTXWEB_RECORDER = "threads"
 CTXWEB_RECORDING_CELERY = False

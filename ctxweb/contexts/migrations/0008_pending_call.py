@@ -5,31 +5,79 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_project_secrets_retention'),
-        ('contexts', '0007_toolset_secrets'),
+        ("accounts", "0002_project_secrets_retention"),
+        ("contexts", "0007_toolset_secrets"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PendingCall',
+            name="PendingCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key_id', models.BigIntegerField(help_text='the API key that relayed the call')),
-                ('lane', models.CharField(help_text='calls of one lane are recorded in order', max_length=300)),
-                ('state', models.CharField(choices=[('receiving', 'receiving'), ('pending', 'pending'), ('working', 'working')], default='receiving', max_length=16)),
-                ('call', models.JSONField(default=dict, help_text='how to record it (format, session, ...)')),
-                ('spool', models.CharField(help_text="its files' name under recordings/", max_length=64)),
-                ('size', models.PositiveBigIntegerField(default=0, help_text='bytes spooled, request and answer')),
-                ('owner', models.CharField(help_text='host:pid of the process that holds it', max_length=200)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pending_calls', to='accounts.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key_id", models.BigIntegerField(help_text="the API key that relayed the call")),
+                (
+                    "lane",
+                    models.CharField(
+                        help_text="calls of one lane are recorded in order", max_length=300
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("receiving", "receiving"),
+                            ("pending", "pending"),
+                            ("working", "working"),
+                        ],
+                        default="receiving",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "call",
+                    models.JSONField(
+                        default=dict, help_text="how to record it (format, session, ...)"
+                    ),
+                ),
+                (
+                    "spool",
+                    models.CharField(help_text="its files' name under recordings/", max_length=64),
+                ),
+                (
+                    "size",
+                    models.PositiveBigIntegerField(
+                        default=0, help_text="bytes spooled, request and answer"
+                    ),
+                ),
+                (
+                    "owner",
+                    models.CharField(
+                        help_text="host:pid of the process that holds it", max_length=200
+                    ),
+                ),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pending_calls",
+                        to="accounts.project",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['lane', 'state', 'id'], name='pending_call_lane'), models.Index(fields=['state', 'created_at'], name='pending_call_state')],
+                "indexes": [
+                    models.Index(fields=["lane", "state", "id"], name="pending_call_lane"),
+                    models.Index(fields=["state", "created_at"], name="pending_call_state"),
+                ],
             },
         ),
     ]

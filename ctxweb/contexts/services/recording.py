@@ -27,6 +27,7 @@ production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -78,7 +79,12 @@ def _writing() -> Iterator[None]:
 
 
 def spool_dir() -> Path:
-    folder = Path(settings.DATA_DIR) / "recordings"
+    return _spool_dir(str(settings.DATA_DIR))
+
+
+@functools.cache
+def _spool_dir(data: str) -> Path:
+    folder = Path(data) / "recordings"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -124,6 +130,45 @@ def spool_write(
     call_path(spool).write_bytes(json.dumps(what).encode())
 
 
+def recording_queue(
+    *,
+    project_id: int,
+    key_id: int,
+    spool: str,
+    call: dict[str, Any],
+    request_bytes: int,
+    answer_bytes: int,
+    complete: bool,
+) -> bool:
+    """The answer to a spooled call has been relayed (``complete``: to its end): queue the call
+    for a recorder (one row, one statement), or drop it when its answer was not relayed whole.
+    A call past the queue's bounds is kept as an unread call saying so. Whether it was queued."""
+    pending = PendingCall(
+        project_id=project_id,
+        key_id=key_id,
+        lane=lane_for(project_id, key_id, call.get("session")),
+        state=PendingCall.PENDING,
+        call=call,
+        spool=spool,
+        size=request_bytes + answer_bytes,
+        owner=owner(),
+    )
+    try:
+        if not complete and not _whole(pending):
+            _files_remove(spool)
+            return False
+        full = _over_bounds(project_id, pending.size)
+        with _writing():
+            if full:
+                _unread(pending, full, keep_bodies=False)
+                return False
+            pending.save()
+    finally:
+        close_old_connections()
+    recordings_dispatch(pending.lane)
+    return True
+
+
 def recording_open(
     *,
     project_id: int,
@@ -133,7 +178,7 @@ def recording_open(
     request_body: bytes,
 ) -> int:
     """Queue a call as ``receiving`` (its answer is being relayed), writing its request first
-    unless :func:`spool_write` has; the row's id."""
+    unless :func:`spool_write` has; the row's id (for :func:`recording_close`)."""
     try:
         if not request_path(spool).exists():
             request_path(spool).write_bytes(request_body)
@@ -152,9 +197,7 @@ def recording_open(
 
 
 def recording_close(*, pending_id: int, answer_bytes: int, complete: bool) -> bool:
-    """The answer has been relayed (``complete``: to its end): queue the call for a recorder,
-    or drop it when its answer was not relayed whole. A call past the queue's bounds is kept as
-    an unread call saying so. Whether the call was queued."""
+    """:func:`recording_queue` for a call :func:`recording_open` queued as ``receiving``."""
     with _writing():
         queued = _close(pending_id, answer_bytes, complete)
     if queued:
@@ -171,7 +214,7 @@ def _close(pending_id: int, answer_bytes: int, complete: bool) -> str:
         if not complete and not _whole(pending):
             _discard(pending)
             return ""
-        full = _over_bounds(pending, answer_bytes)
+        full = _over_bounds(pending.project_id, pending.size + answer_bytes, pending.pk)
         if full:
             _unread(pending, full, keep_bodies=False)
             return ""
@@ -198,23 +241,53 @@ def _whole(pending: PendingCall) -> bool:
     return declared is not None and len(data) == int(declared)
 
 
-def _over_bounds(pending: PendingCall, answer_bytes: int) -> str:
-    """Why the queue cannot take the call (``""``: it can)."""
-    waiting = PendingCall.objects.exclude(pk=pending.pk).exclude(state=PendingCall.RECEIVING)
-    size = pending.size + answer_bytes
-    everyone = (waiting.aggregate(total=Sum("size"))["total"] or 0) + size
-    if everyone > settings.CTXWEB_RECORDING_QUEUE_BYTES:
+#: The queue's totals are read at most this often per process (one aggregate, not two per call):
+#: a bound is kept to within what a process queues in that time.
+TOTALS_SECONDS = 1.0
+_TOTALS: dict[str, Any] = {"at": -1e9, "all": 0, "projects": {}}
+_TOTALS_LOCK = threading.Lock()
+
+
+def _queued_bytes(project_id: int, exclude: int | None) -> tuple[int, int]:
+    """Bytes waiting in the queue (recent to within :data:`TOTALS_SECONDS`, plus what this
+    process queued since): in all, and of the project."""
+    with _TOTALS_LOCK:
+        stale = time.monotonic() - _TOTALS["at"] > TOTALS_SECONDS
+    if stale or exclude is not None:
+        rows = PendingCall.objects.exclude(state=PendingCall.RECEIVING)
+        if exclude is not None:
+            rows = rows.exclude(pk=exclude)
+        projects = {
+            row["project_id"]: row["total"]
+            for row in rows.values("project_id").annotate(total=Sum("size")).order_by()
+        }
+        with _TOTALS_LOCK:
+            _TOTALS.update(at=time.monotonic(), all=sum(projects.values()), projects=projects)
+    with _TOTALS_LOCK:
+        return int(_TOTALS["all"]), int(_TOTALS["projects"].get(project_id, 0))
+
+
+def _counted(project_id: int, size: int) -> None:
+    with _TOTALS_LOCK:
+        _TOTALS["all"] += size
+        _TOTALS["projects"][project_id] = _TOTALS["projects"].get(project_id, 0) + size
+
+
+def _over_bounds(project_id: int, size: int, exclude: int | None = None) -> str:
+    """Why the queue cannot take a call of ``size`` bytes (``""``: it can, and it is counted)."""
+    waiting, own = _queued_bytes(project_id, exclude)
+    if waiting + size > settings.CTXWEB_RECORDING_QUEUE_BYTES:
         return (
-            f"ctxweb's recording queue was full ({everyone} bytes waiting, over"
+            f"ctxweb's recording queue was full ({waiting + size} bytes waiting, over"
             f" CTXWEB_RECORDING_QUEUE_BYTES={settings.CTXWEB_RECORDING_QUEUE_BYTES}): the call"
             " was relayed, not recorded"
         )
-    own = waiting.filter(project_id=pending.project_id).aggregate(total=Sum("size"))["total"]
-    if (own or 0) + size > settings.CTXWEB_RECORDING_PROJECT_BYTES:
+    if own + size > settings.CTXWEB_RECORDING_PROJECT_BYTES:
         return (
             f"this project's recording queue was full (over CTXWEB_RECORDING_PROJECT_BYTES="
             f"{settings.CTXWEB_RECORDING_PROJECT_BYTES}): the call was relayed, not recorded"
         )
+    _counted(project_id, size)
     return ""
 
 
@@ -237,7 +310,10 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def recordings_dispatch(lane: str) -> None:
-    """Have a recorder drain ``lane``: a Celery task, or a thread of this process."""
+    """Have a recorder drain ``lane``: a Celery task, or a thread of this process (the
+    recorder process finds it by itself)."""
+    if settings.CTXWEB_RECORDER == "process":
+        return
     if settings.CTXWEB_RECORDING_CELERY:
         from ctxweb.celery import app
 
@@ -415,8 +491,13 @@ def _unread(pending: PendingCall, why: str, *, keep_bodies: bool) -> None:
 
 
 def _discard(pending: PendingCall) -> None:
-    PendingCall.objects.filter(pk=pending.pk).delete()
-    for path in (request_path(pending.spool), answer_path(pending.spool), call_path(pending.spool)):
+    if pending.pk is not None:
+        PendingCall.objects.filter(pk=pending.pk).delete()
+    _files_remove(pending.spool)
+
+
+def _files_remove(spool: str) -> None:
+    for path in (request_path(spool), answer_path(spool), call_path(spool)):
         path.unlink(missing_ok=True)
 
 
@@ -467,9 +548,11 @@ def _adopt_unqueued() -> None:
         try:
             what = json.loads(path.read_bytes())
             probe = PendingCall(owner=str(what["owner"]), created_at=timezone.now())
-            written_before_us = path.stat().st_mtime < _STARTED.timestamp()
-            if not _holder_gone(probe, started_before=written_before_us):
-                continue  # its process is relaying it now
+            written = path.stat().st_mtime
+            too_old = time.time() - written > settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS + 60
+            written_before_us = written < _STARTED.timestamp()
+            if not too_old and not _holder_gone(probe, started_before=written_before_us):
+                continue  # its process is relaying it now (or is on another host)
             if not Project.objects.filter(pk=what["project_id"]).exists():
                 raise LookupError("its project is gone")
             PendingCall.objects.create(
@@ -557,21 +640,80 @@ def recordings_waiting(project: Project | None = None) -> int:
     return calls.count()
 
 
+# --- the recorder process ------------------------------------------------------------------------
+
+#: How often the recorder process looks for calls to record when it found none.
+POLL_SECONDS = 0.1
+
+
+def recorder_loop(*, parent: int | None = None, once: bool = False) -> int:
+    """The recorder process (``manage.py record_calls``): record every lane's waiting calls, a
+    slice per lane in turn, sweeping at its start and every ``CTXWEB_RECORDING_SWEEP_SECONDS``;
+    it ends when ``parent`` (the web process that started it) has, or, with ``once``, when
+    nothing is left. Calls recorded."""
+    done = 0
+    swept = -1e9
+    while parent is None or os.getppid() == parent:
+        if time.monotonic() - swept > settings.CTXWEB_RECORDING_SWEEP_SECONDS:
+            try:
+                recordings_sweep()
+            except Exception:
+                logger.exception("recording: the sweep failed")
+            swept = time.monotonic()
+        try:
+            lanes = list(
+                PendingCall.objects.filter(state=PendingCall.PENDING)
+                .values_list("lane", flat=True)
+                .distinct()
+            )
+            for lane in lanes:
+                done += recordings_drain(lane)
+        except Exception:
+            logger.exception("recording: the recorder failed; it goes on")
+            lanes = []
+        finally:
+            close_old_connections()
+        if not lanes:
+            if once:
+                return done
+            time.sleep(POLL_SECONDS)
+    return done
+
+
 # --- in this process -----------------------------------------------------------------------------
 
 _SWEEPER: threading.Thread | None = None
 
 
 def recordings_start() -> None:
-    """At a web process's start: sweep at once (a call left by the process this one replaces is
-    recorded now, not at the next periodic sweep), then every ``CTXWEB_RECORDING_SWEEP_SECONDS``
-    when this process records (the embedded shape; Celery beat sweeps in the production one)."""
+    """At a web process's start: in the embedded shape, start the recorder process and watch
+    it (started again if it dies); else sweep at once (a call left by the process this one
+    replaces is recorded now, not at the next periodic sweep), then every
+    ``CTXWEB_RECORDING_SWEEP_SECONDS`` when this process records (threads; Celery beat sweeps
+    in the production shape)."""
     global _SWEEPER
     with _POOL_LOCK:
         if _SWEEPER is not None:
             return
-        _SWEEPER = threading.Thread(target=_sweep_loop, name="ctxweb-recording-sweep", daemon=True)
+        target = _watch_recorder if settings.CTXWEB_RECORDER == "process" else _sweep_loop
+        _SWEEPER = threading.Thread(target=target, name="ctxweb-recording-sweep", daemon=True)
     _SWEEPER.start()
+
+
+def _watch_recorder() -> None:
+    import subprocess
+    import sys
+
+    from ctxweb.datadir import BASE_DIR
+
+    command = [sys.executable, str(BASE_DIR / "manage.py"), "record_calls"]
+    while True:
+        # A session of its own: Ctrl-C and a signal to the server's group are the server's; the
+        # recorder ends when the server has (recorder_loop watches its parent).
+        child = subprocess.Popen([*command, "--parent", str(os.getpid())], start_new_session=True)
+        code = child.wait()
+        logger.warning("recording: the recorder process ended (%s); starting it again", code)
+        time.sleep(1)
 
 
 def _sweep_loop() -> None:

@@ -8,6 +8,7 @@ the server that replaces it records the call.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -128,9 +129,7 @@ def test_two_recorders_never_hold_one_lane_and_a_dead_recorders_lease_ends(
     assert recording._claim(lane) is None  # the lane is held: not even the next call
     # the recorder died: once its lease is over, the call is taken up again
     settings.CTXWEB_RECORDING_LEASE = 60
-    PendingCall.objects.filter(pk=first).update(
-        claimed_at=timezone.now() - timedelta(seconds=120)
-    )
+    PendingCall.objects.filter(pk=first).update(claimed_at=timezone.now() - timedelta(seconds=120))
     again = recording._claim(lane)
     assert again is not None
     assert again.pk == first
@@ -347,3 +346,23 @@ def test_a_call_relayed_whole_before_the_server_was_killed_is_recorded_by_the_ne
         )
         assert found["turn_count"] == 1
     assert not list((tmp_path / "recordings").glob("*.answer"))
+
+
+def test_the_recorder_process_records_every_lane_then_ends_when_told(
+    project: Project, settings: Any
+) -> None:
+    """``manage.py record_calls`` (the embedded shape's recorder process), run to completion:
+    nothing is dispatched to it, it finds the waiting lanes by itself."""
+    from django.core.management import call_command
+
+    settings.CTXWEB_RECORDER = "process"
+    enqueue(project, ["Hello."], session="one")
+    enqueue(project, ["Hello.", "Again."], session="one")
+    enqueue(project, ["Hello."], session="two")
+    assert PendingCall.objects.count() == 3
+    out = io.StringIO()
+    call_command("record_calls", once=True, stdout=out)
+    assert not PendingCall.objects.exists()
+    assert Session.objects.get(project=project, external_id="one").turns.count() == 2
+    assert Session.objects.get(project=project, external_id="two").turns.count() == 1
+    assert out.getvalue().strip() == "3 calls recorded"
