@@ -34,8 +34,10 @@ the same through Django's URLs (WSGI, the test client).
   otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
   (a cache read for a known key), managed mode's preparation on ``CTXWEB_PROXY_PREPARE_THREADS``
-  others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key: no caller's call waits behind
-  another key's work.
+  others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key, and at most
+  ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several times its size
+  while it is parsed): no caller's call waits behind another key's work on a shared thread, and
+  a small call finds room beside a big one.
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -43,6 +45,7 @@ the same through Django's URLs (WSGI, the test client).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -296,6 +299,44 @@ def _enter(key_id: int) -> Callable[[], None] | None:
     return release
 
 
+class _Budget:
+    """Bytes of request bodies being prepared at once on an event loop: a call takes its body's
+    size (at most the whole budget) and waits while the budget has not that much left. A body
+    costs several times its size while it is parsed, so three 24 MB managed calls at once grew
+    the process by a gigabyte; small calls find room beside a big one."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(1, total)
+        self.free = self.total
+        self.changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def held(self, size: int) -> AsyncIterator[None]:
+        size = min(max(size, 1), self.total)
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.free >= size)
+            self.free -= size
+        try:
+            yield
+        finally:
+            async with self.changed:
+                self.free += size
+                self.changed.notify_all()
+
+
+_BUDGETS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Budget] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _budget() -> _Budget:
+    loop = asyncio.get_running_loop()
+    budget = _BUDGETS.get(loop)
+    if budget is None:
+        budget = _BUDGETS[loop] = _Budget(settings.CTXWEB_PROXY_PREPARE_BYTES)
+    return budget
+
+
 def _preparing(key_id: int) -> asyncio.Semaphore:
     """The key's preparations on this event loop (a semaphore belongs to one loop)."""
     keys = _PREPARING.setdefault(asyncio.get_running_loop(), {})
@@ -403,7 +444,7 @@ async def _relay(
     managed = _header(headers, "x-ctxweb-managed").lower() in ("1", "true")
     loop = asyncio.get_running_loop()
     if format is not None and managed:  # else nothing to decide before the call: the recorder does
-        async with _preparing(key.pk):
+        async with _preparing(key.pk), _budget().held(len(body)):
             prepared = await loop.run_in_executor(
                 _PREPARE,
                 lambda: _prepare(

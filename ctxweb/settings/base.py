@@ -396,6 +396,7 @@ CTXWEB_PROXY_KEY_CONCURRENCY = envint("CTXWEB_PROXY_KEY_CONCURRENCY", 32)
 CTXWEB_PROXY_KEY_THREADS = envint("CTXWEB_PROXY_KEY_THREADS", 4)
 CTXWEB_PROXY_PREPARE_THREADS = envint("CTXWEB_PROXY_PREPARE_THREADS", 8)
 CTXWEB_PROXY_KEY_PREPARING = envint("CTXWEB_PROXY_KEY_PREPARING", 2)
+CTXWEB_PROXY_PREPARE_BYTES = envint("CTXWEB_PROXY_PREPARE_BYTES", 32 * 1024 * 1024)
 # Recording relayed calls (ctxweb.contexts.services.recording): the raw exchange is spooled to
 # CTXWEB_DATA_DIR/recordings and recorded by Celery workers when there is a broker, else by
 # CTXWEB_RECORDING_WORKERS threads of the web process. The queue holds at most
@@ -403,10 +404,11 @@ CTXWEB_PROXY_KEY_PREPARING = envint("CTXWEB_PROXY_KEY_PREPARING", 2)
 # kept as an unread call saying so. A recorder holds a call for CTXWEB_RECORDING_LEASE seconds
 # before another may take it up; a call that fails CTXWEB_RECORDING_ATTEMPTS times is kept
 # unread with its error.
-# Who records: "celery" (the production shape's workers), "process" (a recorder process the web
-# process starts and watches: the embedded shape; it works beside the web process, on the other
-# core, never taking the event loop's turn) or "threads" (CTXWEB_RECORDING_WORKERS threads of the
-# web process: the test suite, whose database lives in its memory).
+# Who records: "celery" (the production shape's workers), "process" (CTXWEB_RECORDING_WORKERS
+# recorder processes the web process starts and watches: the embedded shape; they work beside
+# the web process, on the other core, never taking the event loop's turn) or "threads"
+# (CTXWEB_RECORDING_WORKERS threads of the web process: the test suite, whose database lives in
+# its memory).
 CTXWEB_RECORDER = os.environ.get("CTXWEB_RECORDER") or ("celery" if REDIS_URL else "process")
 if CTXWEB_RECORDER not in ("celery", "process", "threads"):
     raise ImproperlyConfigured(

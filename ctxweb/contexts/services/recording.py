@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 DRAIN_TASK = "ctxweb.tasks.recordings_drain"
 SWEEP_TASK = "ctxweb.tasks.recordings_sweep"
 #: How long a recorder drains one lane before it lets the others go first.
-SLICE_SECONDS = 1.0
+SLICE_SECONDS = 0.25
 #: Spool files older than this with no row (a project deleted meanwhile) are removed.
 ORPHAN_SECONDS = 3600
 
@@ -695,9 +695,16 @@ def recordings_start() -> None:
     with _POOL_LOCK:
         if _SWEEPER is not None:
             return
-        target = _watch_recorder if settings.CTXWEB_RECORDER == "process" else _sweep_loop
-        _SWEEPER = threading.Thread(target=target, name="ctxweb-recording-sweep", daemon=True)
-    _SWEEPER.start()
+        if settings.CTXWEB_RECORDER == "process":
+            watchers = [
+                threading.Thread(target=_watch_recorder, name=f"ctxweb-recorder-{n}", daemon=True)
+                for n in range(max(1, settings.CTXWEB_RECORDING_WORKERS))
+            ]
+        else:
+            watchers = [threading.Thread(target=_sweep_loop, name="ctxweb-sweep", daemon=True)]
+        _SWEEPER = watchers[0]
+    for watcher in watchers:
+        watcher.start()
 
 
 def _watch_recorder() -> None:
