@@ -24,8 +24,10 @@ from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware  # noqa: E402
 from ctxweb.origins import OriginValidator  # noqa: E402
 from ctxweb.proxy.app import ProxyApplication  # noqa: E402
-from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication  # noqa: E402
+from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication, tune_allocator  # noqa: E402
 
+# Large freed blocks go back to the system (before this process's threads start allocating).
+tune_allocator()
 recordings_start()
 
 if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
