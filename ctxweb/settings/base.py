@@ -407,8 +407,8 @@ CTXWEB_PROXY_PREPARE_BYTES = envint("CTXWEB_PROXY_PREPARE_BYTES", 32 * 1024 * 10
 # Who records: "celery" (the production shape's workers), "process" (CTXWEB_RECORDING_WORKERS
 # recorder processes the web process starts and watches: the embedded shape; they work beside
 # the web process, on the other core, never taking the event loop's turn) or "threads"
-# (CTXWEB_RECORDING_WORKERS threads of the web process: the test suite, whose database lives in
-# its memory).
+# (CTXWEB_RECORDING_WORKERS threads of the web process, with no sweep after a crash: the test
+# suite, whose database lives in its memory).
 CTXWEB_RECORDER = os.environ.get("CTXWEB_RECORDER") or ("celery" if REDIS_URL else "process")
 if CTXWEB_RECORDER not in ("celery", "process", "threads"):
     raise ImproperlyConfigured(

@@ -688,10 +688,11 @@ _SWEEPER: threading.Thread | None = None
 def recordings_start() -> None:
     """At a web process's start: in the embedded shape, start the recorder process and watch
     it (started again if it dies); else sweep at once (a call left by the process this one
-    replaces is recorded now, not at the next periodic sweep), then every
-    ``CTXWEB_RECORDING_SWEEP_SECONDS`` when this process records (threads; Celery beat sweeps
-    in the production shape)."""
+    replaces is recorded now, not at the next periodic sweep; Celery beat sweeps from then on in
+    the production shape). Nothing with ``threads`` (the test suite's recorders)."""
     global _SWEEPER
+    if settings.CTXWEB_RECORDER == "threads":
+        return  # the test suite's shape: its tests sweep when they mean to
     with _POOL_LOCK:
         if _SWEEPER is not None:
             return
