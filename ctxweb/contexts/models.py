@@ -476,3 +476,43 @@ class PendingCall(models.Model):
 
     def __str__(self) -> str:
         return f"pending {self.call.get('format', '')} call {self.pk} ({self.state})"
+
+
+class ProxyConversation(models.Model):
+    """The proxy's memory of a conversation: the messages a recorded call and its answer end
+    with (the digest of their identities), per key, and the session they are. The next call that
+    extends them joins that session, in whichever process relays or records it, and across a
+    restart. Kept for an hour (``proxying.RECENT_SECONDS``)."""
+
+    key_id = models.BigIntegerField()
+    digest = models.CharField(max_length=32)
+    external_id = models.CharField(max_length=200)
+    remembered_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["key_id", "digest"], name="proxy_conversation_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key_id}:{self.digest} -> {self.external_id}"
+
+
+class ProxyMainCalls(models.Model):
+    """What a named session's main calls look like, per key: whether they send tool definitions
+    and their system prompt's identity (a call that does not extend the session, sends no tools
+    where these do and has another system prompt is a side call). Kept for a day."""
+
+    key_id = models.BigIntegerField()
+    external_id = models.CharField(max_length=200)
+    tools = models.BooleanField()
+    system = models.CharField(max_length=128)
+    remembered_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["key_id", "external_id"], name="proxy_main_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key_id}:{self.external_id} tools={self.tools}"

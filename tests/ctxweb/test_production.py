@@ -339,7 +339,7 @@ def test_proxied_calls_are_recorded_by_a_real_worker_from_the_durable_queue(
 ) -> None:
     """The production shape's recorder: the web process writes each relayed call to the queue
     (rows in PostgreSQL, files in the shared data folder) and a Celery worker records it, in
-    order, over the Redis broker; the proxy's memory of the conversation is in Redis too."""
+    order, over the Redis broker; the proxy's memory of the conversation is shared by both."""
     from openai import OpenAI
 
     worker = start_worker(extra_env={"CTXWEB_DATA_DIR": str(tmp_path)})
@@ -366,7 +366,7 @@ def test_proxied_calls_are_recorded_by_a_real_worker_from_the_durable_queue(
                 return sessions if sessions and sessions[0].turns.count() == 3 else None
 
             sessions = wait_for(recorded, RUN_SECONDS, "3 calls recorded by the worker", worker)
-    # one conversation (joined through the memory in Redis, no session header), nothing waiting
+    # one conversation (joined through the memory in the database, no session header)
     assert len(sessions) == 1
     assert not PendingCall.objects.exists()
     assert "ctxweb.tasks.recordings_drain" in "".join(worker.lines), worker.output

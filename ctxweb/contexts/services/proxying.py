@@ -4,26 +4,25 @@ model call the proxy relayed becomes a turn, once the answer has gone back to th
 The session is the one the agent names (``X-Ctxweb-Session``); else a call whose messages extend a
 recent call of the same key (its request and the answer it got) joins that call's session, so an
 agent's main conversation stays one session while its side calls (titles, summaries with another
-model) start sessions of their own, named by time. That memory is kept for an hour in the shared
-cache (Redis in the production shape), so that every web process and every recorder finds the
-conversation a call extends. Messages are compared by what they say (``message_identity``):
-Claude Code moves its cache breakpoint to the newest message on every call, Codex sends the
-provider's output items back without their ids and with their keys in another order, and
-neither makes a new conversation.
+model) start sessions of their own, named by time. That memory is kept for an hour in the
+database (:class:`~ctxweb.contexts.models.ProxyConversation`), so that every web process and
+every recorder finds the conversation a call extends, across a restart too. Messages are compared
+by what they say (``message_identity``): Claude Code moves its cache breakpoint to the newest
+message on every call, Codex sends the provider's output items back without their ids and with
+their keys in another order, and neither makes a new conversation.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
-from django.core.cache import cache
 from django.utils import timezone
 
 from compaction.errors import FormatError
@@ -40,6 +39,7 @@ from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
 from ctxweb.bodies import inflate
 from ctxweb.contexts import selectors
+from ctxweb.contexts.models import ProxyConversation, ProxyMainCalls
 from ctxweb.contexts.services._rewrites import (
     Rewrite,
     _rewrite_get,
@@ -57,12 +57,6 @@ SOURCE = "proxy"
 RECENT_SECONDS = 3600
 #: Calls the proxy relayed but could not record (the call itself succeeded), since start.
 failures = 0
-
-#: The proxy's memory lives in the shared cache (Redis in the production shape, where web
-#: processes prepare managed calls and Celery workers record them; this process's memory in the
-#: embedded shape, where both happen here): every process finds the conversation a call extends.
-_CONVERSATION = "proxy-conversation:{key}:{digest}"
-_MAIN_SHAPE = "proxy-main:{key}:{session}"
 
 
 def _hashes(format: str, request: dict[str, Any], extra: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -86,16 +80,17 @@ def _prefix_digests(hashes: Sequence[str]) -> list[str]:
 
 
 def _extended(key_id: int, hashes: tuple[str, ...]) -> dict[int, str]:
-    """The remembered conversations of the key that ``hashes`` extend: prefix length -> session
-    (one cache round trip; an unreachable cache remembers nothing)."""
+    """The remembered conversations of the key that ``hashes`` extend, within the last
+    :data:`RECENT_SECONDS`: prefix length -> session (one query)."""
     digests = _prefix_digests(hashes)
-    names = {_CONVERSATION.format(key=key_id, digest=d): n + 1 for n, d in enumerate(digests)}
-    try:
-        found = cache.get_many(list(names))
-    except Exception:
-        logger.warning("the proxy's memory is unavailable: the cache did not answer")
+    if not digests:
         return {}
-    return {names[name]: str(session) for name, session in found.items()}
+    lengths = {digest: n + 1 for n, digest in enumerate(digests)}
+    since = timezone.now() - timedelta(seconds=RECENT_SECONDS)
+    found = ProxyConversation.objects.filter(
+        key_id=key_id, digest__in=digests, remembered_at__gte=since
+    ).values_list("digest", "external_id")
+    return {lengths[digest]: external_id for digest, external_id in found}
 
 
 def _joined(key_id: int, hashes: tuple[str, ...]) -> str | None:
@@ -138,15 +133,13 @@ def _session_for(
     return session
 
 
-def _main_key(key_id: int, session: str) -> str:
-    return _MAIN_SHAPE.format(key=key_id, session=hashlib.blake2b(session.encode()).hexdigest())
-
-
 def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
-    try:
-        known = cache.get(_main_key(key_id, session))
-    except Exception:
-        return None
+    since = timezone.now() - timedelta(seconds=MAIN_SECONDS)
+    known = (
+        ProxyMainCalls.objects.filter(key_id=key_id, external_id=session, remembered_at__gte=since)
+        .values_list("tools", "system")
+        .first()
+    )
     return (bool(known[0]), str(known[1])) if known else None
 
 
@@ -156,8 +149,11 @@ def _remember_main(key_id: int, external_id: str, context: Context) -> None:
     shape = _shape(context)
     known = _main_shape(key_id, external_id)
     if known is None or (shape[0] and not known[0]):
-        with contextlib.suppress(Exception):  # an unreachable cache remembers nothing
-            cache.set(_main_key(key_id, external_id), list(shape), MAIN_SECONDS)
+        ProxyMainCalls.objects.update_or_create(
+            key_id=key_id,
+            external_id=external_id,
+            defaults={"tools": shape[0], "system": shape[1], "remembered_at": timezone.now()},
+        )
 
 
 def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
@@ -165,15 +161,28 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
     :data:`RECENT_SECONDS`: the next call that extends them joins it."""
     if not hashes:
         return
-    digest = _prefix_digests(hashes)[-1]
-    with contextlib.suppress(Exception):
-        cache.set(_CONVERSATION.format(key=key_id, digest=digest), external_id, RECENT_SECONDS)
+    ProxyConversation.objects.update_or_create(
+        key_id=key_id,
+        digest=_prefix_digests(hashes)[-1],
+        defaults={"external_id": external_id, "remembered_at": timezone.now()},
+    )
+
+
+def proxy_memory_expire() -> int:
+    """Forget conversations and main calls past their time (the recorders' sweep calls it)."""
+    now = timezone.now()
+    gone, _ = ProxyConversation.objects.filter(
+        remembered_at__lt=now - timedelta(seconds=RECENT_SECONDS)
+    ).delete()
+    mains, _ = ProxyMainCalls.objects.filter(
+        remembered_at__lt=now - timedelta(seconds=MAIN_SECONDS)
+    ).delete()
+    return gone + mains
 
 
 def proxy_memory_clear() -> None:
-    """Forget every conversation, named session and managed rewrite remembered (tests start each
-    so): the whole cache is cleared, and this process's rewrites."""
-    cache.clear()
+    """Forget the managed rewrites this process remembers, as a new web process starts (tests
+    start each so; the conversations are rows, which each test's database starts without)."""
     _rewrites_clear()
 
 

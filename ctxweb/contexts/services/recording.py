@@ -50,7 +50,11 @@ from django.utils import timezone
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import PendingCall
 from ctxweb.contexts.services.ingest import call_context_window
-from ctxweb.contexts.services.proxying import proxy_answer_finished, proxy_record
+from ctxweb.contexts.services.proxying import (
+    proxy_answer_finished,
+    proxy_memory_expire,
+    proxy_record,
+)
 from ctxweb.contexts.services.unread import unread_call_record
 
 logger = logging.getLogger(__name__)
@@ -573,6 +577,7 @@ def _adopt_unqueued() -> None:
 def _sweep(counts: dict[str, int]) -> set[str]:
     """:func:`recordings_sweep`'s writes; the lanes to drain."""
     try:
+        proxy_memory_expire()
         _adopt_unqueued()
         now = timezone.now()
         too_old = now - timedelta(seconds=settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS + 60)
