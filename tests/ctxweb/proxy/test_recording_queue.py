@@ -366,3 +366,25 @@ def test_the_recorder_process_records_every_lane_then_ends_when_told(
     assert Session.objects.get(project=project, external_id="one").turns.count() == 2
     assert Session.objects.get(project=project, external_id="two").turns.count() == 1
     assert out.getvalue().strip() == "3 calls recorded"
+
+
+def test_the_proxys_memory_is_forgotten_after_its_time(project: Project) -> None:
+    from ctxweb.contexts.models import ProxyConversation, ProxyMainCalls
+    from ctxweb.contexts.services import proxying
+
+    now = timezone.now()
+    old = now - timedelta(seconds=proxying.RECENT_SECONDS + 60)
+    stale = proxying._prefix_digests(("m1",))[-1]
+    fresh = proxying._prefix_digests(("m2",))[-1]
+    ProxyConversation.objects.create(key_id=1, digest=stale, external_id="old", remembered_at=old)
+    ProxyConversation.objects.create(key_id=1, digest=fresh, external_id="new", remembered_at=now)
+    ProxyMainCalls.objects.create(
+        key_id=1, external_id="s", tools=True, system="x", remembered_at=old
+    )
+    # a conversation an hour old is not joined any more, even before the sweep forgets it
+    assert proxying._joined(1, ("m1", "next")) is None
+    assert proxying._joined(1, ("m2", "next")) == "new"
+    assert proxying._joined(2, ("m2", "next")) is None  # another key's
+    assert proxying.proxy_memory_expire() == 1
+    assert list(ProxyConversation.objects.values_list("digest", flat=True)) == [fresh]
+    assert ProxyMainCalls.objects.count() == 1  # main calls are kept for a day
