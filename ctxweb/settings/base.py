@@ -415,7 +415,11 @@ if CTXWEB_RECORDER not in ("celery", "process", "threads"):
         f"CTXWEB_RECORDER={CTXWEB_RECORDER!r}: choose celery, process or threads."
     )
 CTXWEB_RECORDING_CELERY = CTXWEB_RECORDER == "celery"
-CTXWEB_RECORDING_WORKERS = envint("CTXWEB_RECORDING_WORKERS", 2)
+# One recorder process by default (SQLite, the embedded shape's database, takes one writer at
+# a time); two threads.
+CTXWEB_RECORDING_WORKERS = envint(
+    "CTXWEB_RECORDING_WORKERS", 1 if CTXWEB_RECORDER == "process" else 2
+)
 CTXWEB_RECORDING_QUEUE_BYTES = envint("CTXWEB_RECORDING_QUEUE_BYTES", 4 * 1024**3)
 CTXWEB_RECORDING_PROJECT_BYTES = envint("CTXWEB_RECORDING_PROJECT_BYTES", 1024**3)
 CTXWEB_RECORDING_LEASE = envint("CTXWEB_RECORDING_LEASE", 300)
