@@ -4,6 +4,9 @@ crash left); ``sessions_expire`` enforces retention (the projects' sessions and 
 failed imports' files), on Celery beat's schedule
 (``CELERY_BEAT_SCHEDULE``) or, in the embedded shape, on :func:`start_in_process_scheduler`'s.
 
+``replay_run`` sends one ``replay_run_column`` task a column of a replay, so the columns run in
+parallel on as many workers as there are; the last column to land finishes the replay.
+
 ``operation_run`` is acked late and rejected when its worker is lost, so a run killed with its
 worker is delivered again (the service retries it or gives up, saying why). Its soft time limit
 fails the operation with "time limit"; the hard limit kills the child, and the reaper fails
@@ -20,7 +23,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection
 
-from ctxweb.contexts.services import deletion, imports, operations, recording
+from ctxweb.contexts.services import deletion, imports, operations, recording, replays
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +52,48 @@ def operation_run(operation_id: int) -> str | None:
 
 @shared_task(name="ctxweb.contexts.tasks.operation_reap_stale")
 def operation_reap_stale() -> list[int]:
-    """Fail operations whose worker is gone (for a beat schedule, or called by hand)."""
+    """Fail operations whose worker is gone (for a beat schedule, or called by hand); replays
+    too."""
+    replays.replay_reap_stale()
     return operations.operation_reap_stale()
+
+
+def _send_column(replay_id: int, column: int) -> None:
+    replay_run_column.apply_async(args=(replay_id, column))
+
+
+@shared_task(
+    name=replays.REPLAY_TASK,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def replay_run(replay_id: int) -> str | None:
+    """Start replay ``replay_id``: one ``replay_run_column`` task a column, so the columns run
+    in parallel on the workers there are; returns its status."""
+    replays.replay_reap_stale()
+    replay = replays.replay_run(replay_id=replay_id, fan_out=_send_column)
+    return replay.status if replay is not None else None
+
+
+@shared_task(
+    name=replays.COLUMN_TASK,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def replay_run_column(replay_id: int, column: int) -> str | None:
+    """Run column ``column`` of replay ``replay_id`` and store it (the last column finishes the
+    replay); returns the replay's status."""
+    try:
+        replay = replays.replay_run_column(replay_id=replay_id, column=column)
+    except SoftTimeLimitExceeded:
+        limit = settings.CELERY_TASK_SOFT_TIME_LIMIT
+        replays.replay_fail(replay_id=replay_id, error=f"column {column}: time limit ({limit}s)")
+        return "failed"
+    return replay.status if replay is not None else None
 
 
 @shared_task(name=imports.IMPORT_TASK, acks_late=True, reject_on_worker_lost=True)
@@ -99,6 +142,7 @@ def start_in_process_scheduler(every: float | None = None) -> threading.Thread |
                 deletion.imports_expire()
                 deletion.sessions_expire()
                 operations.operation_reap_stale()
+                replays.replay_reap_stale()
             except Exception:
                 logger.exception("the in-process scheduler's run failed")
             finally:

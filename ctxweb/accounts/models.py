@@ -25,6 +25,11 @@ class Project(models.Model):
         blank=True,
         help_text="Delete sessions idle for longer than this many days (empty: keep them).",
     )
+    default_policy = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The policy a new session starts with: auto and trigger, as a session's.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"

@@ -29,7 +29,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from ctxweb.contexts.models import Operation, Session, Turn
+from ctxweb.contexts.models import Operation, Replay, Session, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -223,4 +223,27 @@ def operation_finished(operation: Operation) -> bool:
     return publish(
         operation.session_id,
         {"type": "operation.finished", "operation": operation_row(operation)},
+    )
+
+
+def _replay_state(replay: Replay) -> dict[str, Any]:
+    return {
+        "replay": replay.pk,
+        "done": replay.done,
+        "total": replay.total,
+        "status": replay.status,
+    }
+
+
+def replay_progress(replay: Replay) -> bool:
+    """Announce a replay's progress: turns walked (``done``) over every column's (``total``)."""
+    return publish(replay.session_id, {"type": "replay.progress", **_replay_state(replay)})
+
+
+def replay_finished(replay: Replay) -> bool:
+    """Announce a replay's end: ``succeeded``, or ``failed`` with its ``error`` (read the
+    results with ``GET sessions/{id}/replays/{replay}``)."""
+    return publish(
+        replay.session_id,
+        {"type": "replay.finished", **_replay_state(replay), "error": replay.error or None},
     )

@@ -362,6 +362,8 @@ class AuditEvent(models.Model):
         OPERATION_UNDO = "operation.undo"
         SESSION_DELETE = "session.delete"
         SESSION_EXPIRE = "session.expire"
+        SESSION_POLICY = "session.policy"
+        PROJECT_POLICY = "project.policy"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="audit_events")
     action = models.CharField(max_length=32, choices=Action.choices)
@@ -516,3 +518,52 @@ class ProxyMainCalls(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key_id}:{self.external_id} tools={self.tools}"
+
+
+class Replay(models.Model):
+    """A recorded session walked again under one to six policies, side by side.
+
+    ``policies`` holds the columns in order, each ``{"label", "strategy", "params", "trigger"}``;
+    column 0 is always the session as recorded (``strategy`` None), added by the service.
+    ``results`` holds one entry a column, in the same order: None until that column's run
+    finished, then what :func:`compaction.replay.replay` returned (``ReplayResult.to_dict()``).
+    ``done`` / ``total`` count turns walked over every column. At most ``CTXWEB_REPLAYS_KEPT``
+    are kept per session: the oldest go when a new one is created.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="replays")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    key_name = models.CharField(
+        max_length=100, blank=True, help_text="the API key's prefix, when a key asked for it"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    policies = models.JSONField(default=list)
+    results = models.JSONField(default=list)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="the last progress a running replay reported"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="replay_recent")]
+
+    def __str__(self) -> str:
+        return f"replay {self.pk} of {self.session} ({self.status})"

@@ -39,6 +39,14 @@ from ctxweb.contexts.selectors.operations import (
     operation_list_for_session,
     turn_operation_event,
 )
+from ctxweb.contexts.selectors.replays import (
+    REPLAY_FIELDS,
+    replay_active_count,
+    replay_data,
+    replay_get,
+    replay_list,
+    replay_turn_contexts,
+)
 from ctxweb.contexts.selectors.sessions import (
     POLICY,
     REGIONS,
@@ -79,6 +87,7 @@ __all__ = [
     "EXPORT_FORMATS",
     "POLICY",
     "REGIONS",
+    "REPLAY_FIELDS",
     "SESSION_SORTS",
     "USED_REGIONS",
     "ArtifactAmbiguous",
@@ -107,6 +116,11 @@ __all__ = [
     "operation_get",
     "operation_list_for_session",
     "policy_label",
+    "replay_active_count",
+    "replay_data",
+    "replay_get",
+    "replay_list",
+    "replay_turn_contexts",
     "session_any",
     "session_budget",
     "session_export_jsonl",

@@ -41,7 +41,8 @@ def session_get_or_create(
 
     A new session's window is the request's, else the model table's, else the default; its
     ``context_window_source`` says which (``context_window_source``, when the caller guessed
-    ``context_window`` itself; else a given window counts as stated: "request").
+    ``context_window`` itself; else a given window counts as stated: "request"). It starts with
+    the project's default policy (``Project.default_policy``, validated when it was set).
     """
     session = (
         Session.objects.select_for_update().filter(project=project, external_id=external_id).first()
@@ -67,6 +68,7 @@ def session_get_or_create(
                 encoding=encoding,
                 approximate=approximate,
                 source=source,
+                policy=dict(project.default_policy or {}),
             )
     except IntegrityError:  # created meanwhile by a concurrent request
         return Session.objects.select_for_update().get(project=project, external_id=external_id)

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from compaction.regions import budget
 from compaction.strategies import get_strategy
+from ctxweb.accounts.models import Project
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Session, Turn
 from ctxweb.contexts.services.operations import operation_create
@@ -81,39 +82,54 @@ def _auto_validate(auto: Any) -> dict[str, Any] | None:
     enabled = auto.get("enabled", True)
     if not isinstance(enabled, bool):
         raise StrategyError("policy.auto.enabled", "must be a boolean")
-    strategy = auto.get("strategy")
+    strategy, params = policy_strategy_validate(
+        auto.get("strategy"), auto.get("params"), path="policy.auto"
+    )
+    return {"strategy": strategy, "params": params, "enabled": enabled}
+
+
+def policy_strategy_validate(
+    strategy: Any, params: Any, *, path: str
+) -> tuple[str, dict[str, Any]]:
+    """``strategy`` and the ``params`` given for it, checked against the strategy (errors name
+    ``<path>.strategy`` and ``<path>.params.<name>``): the id and the given parameters only, as
+    JSON (the rest are resolved when the strategy runs, from the session it runs on)."""
+    from compaction.errors import StrategyError
+
     if not isinstance(strategy, str):
-        raise StrategyError("policy.auto.strategy", "must name a strategy")
-    given = auto.get("params")
+        raise StrategyError(f"{path}.strategy", "must name a strategy")
+    given = params
     if given is None:
         given = {}
     if not isinstance(given, Mapping):
-        raise StrategyError("policy.auto.params", "must be an object")
+        raise StrategyError(f"{path}.params", "must be an object")
     try:
         resolved = get_strategy(strategy).validate(given)
     except StrategyError as exc:
-        raise StrategyError(f"policy.auto.{exc.path}", exc.reason) from None
-    return {
-        "strategy": strategy,
-        "params": {
-            k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items() if k in given
-        },
-        "enabled": enabled,
+        raise StrategyError(f"{path}.{exc.path}", exc.reason) from None
+    return strategy, {
+        k: list(v) if isinstance(v, tuple) else v for k, v in resolved.items() if k in given
     }
 
 
 def _trigger_validate(trigger: Any) -> dict[str, Any]:
+    return policy_trigger_validate(trigger, path="policy.trigger")
+
+
+def policy_trigger_validate(trigger: Any, *, path: str) -> dict[str, Any]:
+    """A trigger, checked: ``{"fraction": f}`` (of usable, above 0 and at most 1) or
+    ``{"tokens": n}``; errors name ``<path>`` and ``<path>.<key>``."""
     from compaction.errors import StrategyError
 
     if not isinstance(trigger, Mapping):
-        raise StrategyError("policy.trigger", 'must be an object: {"fraction"} or {"tokens"}')
+        raise StrategyError(path, 'must be an object: {"fraction"} or {"tokens"}')
     for key in trigger:
         if key not in TRIGGER_KEYS:
             raise StrategyError(
-                f"policy.trigger.{key}", 'unknown key: a trigger is {"fraction"} or {"tokens"}'
+                f"{path}.{key}", 'unknown key: a trigger is {"fraction"} or {"tokens"}'
             )
     if len(trigger) != 1:
-        raise StrategyError("policy.trigger", 'one of "fraction" (of usable) or "tokens"')
+        raise StrategyError(path, 'one of "fraction" (of usable) or "tokens"')
     if "fraction" in trigger:
         fraction = trigger["fraction"]
         if (
@@ -123,12 +139,12 @@ def _trigger_validate(trigger: Any) -> dict[str, Any]:
             or not 0 < fraction <= 1
         ):
             raise StrategyError(
-                "policy.trigger.fraction", "must be a number above 0 and at most 1 (of usable)"
+                f"{path}.fraction", "must be a number above 0 and at most 1 (of usable)"
             )
         return {"fraction": float(fraction)}
     tokens = trigger["tokens"]
     if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MAX_COUNT:
-        raise StrategyError("policy.trigger.tokens", f"must be a whole number, 1 to {MAX_COUNT}")
+        raise StrategyError(f"{path}.tokens", f"must be a whole number, 1 to {MAX_COUNT}")
     return {"tokens": tokens}
 
 
@@ -137,6 +153,14 @@ def session_policy_set(*, session: Session, policy: Mapping[str, Any]) -> Sessio
     session.policy = session_policy_validate(policy)
     session.save(update_fields=["policy"])
     return session
+
+
+def project_default_policy_set(*, project: Project, policy: Mapping[str, Any]) -> Project:
+    """Replace the project's default policy (what its new sessions start with) after validating
+    it as a session's (:func:`session_policy_validate`)."""
+    project.default_policy = session_policy_validate(policy)
+    project.save(update_fields=["default_policy"])
+    return project
 
 
 def operation_auto_after_turn(
