@@ -1,0 +1,476 @@
+"""compaction.replay: a recorded session walked under a policy, pinned on small hand-made sessions
+counted in words (a token a word, so every number below is worked out by hand in its comment),
+and every strategy replayed over the real transcripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import compaction.facts as facts
+import compaction.replay as replay_module
+from compaction.cache import ModelPrice
+from compaction.errors import StrategyError, SummarizerError
+from compaction.messages.model import (
+    Context,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from compaction.regions import context_regions
+from compaction.replay import (
+    ReplayPolicy,
+    ReplayResult,
+    ReplayTurn,
+    anthropic_cached,
+    openai_cached,
+    replay,
+)
+from compaction.strategies import list_strategies
+from compaction.summarizers import FactSummarizer
+from compaction.tokens import TokenCounter, encoding_for_model, get_tokenizer
+from compaction.transcripts import ImportedSession, parse_transcript
+from compaction.windows import DEFAULT_CONTEXT_WINDOW, context_window_for_model
+
+
+class Words:
+    """A tokenizer that counts words: the numbers of a hand-made session are easy to check."""
+
+    name = "words"
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(self.count(text)))
+
+
+def words_counter() -> TokenCounter:
+    return TokenCounter(Words())
+
+
+MARK = {"cache_control": {"type": "ephemeral"}}
+
+
+def marked(message: Message) -> Message:
+    """``message`` with a cache breakpoint on its last part (the way Claude Code marks)."""
+    parts = list(message.parts)
+    parts[-1] = replace(parts[-1], extra={**parts[-1].extra, **MARK})
+    return replace(message, parts=tuple(parts))
+
+
+# The hand-made session. A message costs its words plus 3, a request 3 more.
+U0 = Message(
+    "user", (TextPart("fix the bug in src/app.py " + "please " * 1095),)
+)  # 1100 words: 1103
+A1 = Message("assistant", (ToolCallPart("c1", "read", '{"path": "src/app.py"}'),))  # 1 + 2 + 3 = 6
+LOST = "load_config raised KeyError see https://docs.example.org/keys for the details "
+T1 = Message("tool", (ToolResultPart("c1", (TextPart(LOST + "x " * 192),)),))  # 200 + 3 = 203
+A2 = Message("assistant", (ToolCallPart("c2", "read", '{"path": "src/db.py"}'),))  # 6
+T2 = Message(
+    "tool", (ToolResultPart("c2", (TextPart("connect_db opens the pool and returns it"),)),)
+)
+A3 = Message("assistant", (TextPart("fixed it"),))  # 2 + 3 = 5
+HISTORY = (U0, A1, T1, A2, T2, A3)
+CUTS = (1, 3, 5, 6)  # each call sends the history up to here
+# Totals as recorded: 3 + 1103 = 1106; + 6 + 203 = 1315; + 6 + 10 (T2: 7 words) = 1331; + 5 = 1336
+RECORDED = [1106, 1315, 1331, 1336]
+# anthropic-clear-tool-uses clearing every tool result but the last one's, at a call over 1,320
+CLEAR = ReplayPolicy(
+    "clear",
+    strategy="anthropic-clear-tool-uses",
+    params={"trigger": 0, "keep": 1},
+    trigger_tokens=1320,
+)
+
+
+def session(*, breakpoints: bool = False) -> list[ReplayTurn]:
+    """The hand-made session's four calls; with ``breakpoints``, the first message and each
+    call's last message carry a cache breakpoint, which moves on (a new object) at the next."""
+    first = marked(U0) if breakpoints else U0
+    turns = []
+    for index, cut in enumerate(CUTS):
+        messages = (first, *HISTORY[1:cut])
+        if breakpoints and cut > 1:
+            messages = (*messages[:-1], marked(messages[-1]))
+        turns.append(ReplayTurn(index, Context("openai-chat", messages), 2000, 100))
+    return turns
+
+
+def run(turns: Sequence[ReplayTurn], policy: ReplayPolicy, **kwargs: Any) -> dict[str, Any]:
+    result = replay(turns, policy=policy, counter=words_counter(), **kwargs)
+    data = result.to_dict()
+    assert json.loads(json.dumps(data)) == data  # JSON-ready as it is
+    return data
+
+
+def column(data: dict[str, Any], key: str) -> list[Any]:
+    return [turn[key] for turn in data["turns"]]
+
+
+def test_the_public_api_is_pinned() -> None:
+    assert replay_module.__all__ == [
+        "CACHE_RULES",
+        "MAX_FACT_EXAMPLES",
+        "MAX_TRIGGER_TOKENS",
+        "CacheRule",
+        "Compaction",
+        "FactsLost",
+        "LostFact",
+        "PlanFailure",
+        "ReplayPolicy",
+        "ReplayResult",
+        "ReplayTurn",
+        "TurnReplay",
+        "anthropic_cached",
+        "openai_cached",
+        "replay",
+    ]
+    assert facts.__all__ == ["KINDS", "Fact", "message_facts", "part_facts", "text_facts"]
+    assert replay_module.CACHE_RULES == ("openai", "anthropic")
+
+
+def test_as_recorded_gives_each_turns_own_count() -> None:
+    counter = words_counter()
+    turns = session()
+    data = run(turns, ReplayPolicy("as recorded"))
+    own = [context_regions(t.context, counter).total for t in turns]
+    assert column(data, "total") == own == RECORDED
+    assert data["trigger"] is None
+    assert data["compactions"] == []
+    assert data["errors"] == []
+    # the assistant message's overhead is the assistant's, its call the tool calls'
+    assert data["turns"][1]["regions"] == {
+        "system": 3,
+        "user": 1103,
+        "assistant": 3,
+        "tool_calls": 3,
+        "tool_results": 203,
+    }
+    assert sum(data["turns"][1]["regions"].values()) == 1315
+    assert column(data, "usable") == [1900] * 4
+    assert column(data, "window") == [2000] * 4
+    totals = data["totals"]
+    assert totals["input_tokens"] == sum(RECORDED)
+    assert totals["peak_tokens"] == 1336
+    assert totals["peak_fill"] == round(1336 / 1900, 4)
+    assert totals["turns_over_window"] == 0
+    assert totals["cost"] is None
+    assert column(data, "cost") == [None] * 4
+    assert data["facts_lost"] == {
+        "count": 0,
+        "by_kind": {"files": 0, "errors": 0, "urls": 0, "names": 0},
+        "examples": [],
+    }
+
+
+def test_a_compaction_at_the_call_over_the_trigger_shrinks_the_next_call() -> None:
+    data = run(session(), CLEAR)
+    # The third call (1331 > 1320) fires: T1's 200 words become "[cleared to save context]"
+    # (4 words + 3): 1331 - 203 + 7 = 1135. The fourth call sends that and A3: 1140, under the
+    # trigger. The first two calls are under it.
+    assert data["compactions"] == [{"turn": 2, "before": 1331, "after": 1135, "artifacts": 1}]
+    assert column(data, "total") == [1106, 1315, 1331, 1140]
+    assert column(data, "compacted") == [False, False, True, False]
+    assert data["trigger"] == {"tokens": 1320}
+    assert data["totals"]["compactions"] == 1
+    assert data["totals"]["input_tokens"] == 1106 + 1315 + 1331 + 1140
+    assert data["label"] == "clear"
+    assert data["strategy"] == "anthropic-clear-tool-uses"
+    assert data["params"] == {"trigger": 0, "keep": 1}
+
+
+def test_openai_reads_the_shared_prefix_in_steps_of_128_after_a_compaction() -> None:
+    price = ModelPrice(input=2.0, cache_write=2.0, cache_read=0.5)
+    recorded = run(session(), ReplayPolicy("as recorded"), price=price)
+    compacted = run(session(), CLEAR, price=price)
+    # As recorded, each call shares the whole previous one: 1106 -> 1024, 1315 -> 1024 + 128 * 2
+    # (291 past 1024), 1331 -> 1280.
+    assert column(recorded, "cache_read") == [0, 1024, 1280, 1280]
+    assert column(recorded, "cache_write") == [0, 0, 0, 0]
+    assert column(recorded, "uncached") == [1106, 1315 - 1024, 1331 - 1280, 1336 - 1280]
+    # After the compaction the fourth call shares U0 and A1 only (T1 was cleared): 3 + 1103 + 6 =
+    # 1112 tokens -> 1024 read, 1140 - 1024 = 116 uncached.
+    assert column(compacted, "cache_read")[3] == 1024
+    assert column(compacted, "uncached")[3] == 116
+    cost = (116 * 2.0 + 1024 * 0.5) / 1e6
+    assert compacted["turns"][3]["cost"] == round(cost, 6)
+    first = 1106 * 2.0 / 1e6
+    assert compacted["turns"][0]["cost"] == round(first, 6)
+    assert compacted["totals"]["cost"] == round(
+        sum((t["uncached"] * 2.0 + t["cache_read"] * 0.5) / 1e6 for t in compacted["turns"]), 6
+    )
+    assert recorded["totals"]["cache_read"] == 1024 + 1280 + 1280
+
+
+def test_anthropic_reads_up_to_the_previous_breakpoint_and_writes_through_its_last() -> None:
+    recorded = run(session(breakpoints=True), ReplayPolicy("as recorded"), cache_rule="anthropic")
+    # Breakpoints: U0 (1106) and each call's last message. Call 1 writes 1106. Call 2 reads the
+    # 1106 call 1 cached and writes through T1: 1315 - 1106 = 209. Call 3: T1 lost its breakpoint
+    # (it says the same, so the prefix holds) and the cache entry call 2 made at 1315 is read,
+    # 16 written. Call 4: 1331 read, 5 written. Nothing is left uncached.
+    assert column(recorded, "cache_read") == [0, 1106, 1315, 1331]
+    assert column(recorded, "cache_write") == [1106, 209, 16, 5]
+    assert column(recorded, "uncached") == [0, 0, 0, 0]
+    compacted = run(session(breakpoints=True), CLEAR, cache_rule="anthropic")
+    # The fourth call sends the plan's context without its breakpoints, then A3 (marked): its one
+    # breakpoint is at 1140. It shares U0 and A1 (1112 tokens) with the third, whose breakpoints
+    # were at 1106 and 1331: 1106 is read, 1140 - 1106 = 34 written.
+    assert compacted["turns"][3]["total"] == 1140
+    assert compacted["turns"][3]["cache_read"] == 1106
+    assert compacted["turns"][3]["cache_write"] == 34
+    assert compacted["turns"][3]["uncached"] == 0
+
+
+def test_anthropic_without_breakpoints_reads_and_writes_nothing() -> None:
+    data = run(session(), ReplayPolicy("as recorded"), cache_rule="anthropic")
+    assert column(data, "cache_read") == column(data, "cache_write") == [0, 0, 0, 0]
+    assert column(data, "uncached") == RECORDED
+
+
+def test_the_cache_rules_at_their_edges() -> None:
+    assert [openai_cached(p) for p in (0, 1023, 1024, 1151, 1152, 5000)] == [
+        0,
+        0,
+        1024,
+        1024,
+        1152,
+        1024 + (5000 - 1024) // 128 * 128,
+    ]
+    # nothing the previous call cached lies within the shared prefix: all written again
+    assert anthropic_cached(shared=500, breakpoints=[900], previous=[800]) == (0, 900)
+    # this call's last breakpoint comes before the previous one's: it reads only up to itself
+    assert anthropic_cached(shared=3000, breakpoints=[1000], previous=[1000, 2000]) == (1000, 0)
+
+
+def test_a_fact_cleared_without_a_pointer_is_lost_for_good() -> None:
+    data = run(session(), CLEAR)
+    # T1's facts are nowhere else, and "[cleared to save context]" points at no artifact.
+    assert data["facts_lost"] == {
+        "count": 3,
+        "by_kind": {"files": 0, "errors": 1, "urls": 1, "names": 1},
+        "examples": [
+            {"kind": "errors", "text": "KeyError", "turn": 2},
+            {"kind": "urls", "text": "https://docs.example.org/keys", "turn": 2},
+            {"kind": "names", "text": "load_config", "turn": 2},
+        ],
+    }
+    assert data["totals"]["facts_lost"] == 3
+
+
+def test_a_fact_externalized_behind_a_pointer_is_kept() -> None:
+    auto = ReplayPolicy(
+        "auto",
+        strategy="ctxweb-auto",
+        params={"externalize_bytes": 256, "target_tokens": 1200, "max_step": "externalize"},
+        trigger_tokens=1320,
+    )
+    data = run(session(), auto)
+    # T1 (1,043 bytes) goes to an artifact the context points at: smaller, nothing lost.
+    [compaction] = data["compactions"]
+    assert compaction["turn"] == 2
+    assert compaction["artifacts"] == 1
+    assert compaction["after"] < compaction["before"] == 1331
+    assert data["facts_lost"]["count"] == 0
+
+
+def test_a_fact_shown_again_by_the_last_call_is_not_lost() -> None:
+    turns = session()
+    again = Message(
+        "user", (TextPart("remember load_config KeyError https://docs.example.org/keys"),)
+    )
+    last = turns[-1]
+    turns[-1] = replace(
+        last, context=replace(last.context, messages=(*last.context.messages, again))
+    )
+    data = run(turns, CLEAR)
+    assert data["compactions"][0]["turn"] == 2
+    assert data["facts_lost"]["count"] == 0
+
+
+def test_the_rewrite_is_dropped_when_the_history_no_longer_starts_with_it() -> None:
+    turns = session()
+    # The agent compacted itself before the fourth call: a summary, then its new message.
+    summary = Message("user", (TextPart("summary: fixed src/app.py"),))  # 3 + 3 words
+    own = Context("openai-chat", (summary, A3))
+    turns[3] = ReplayTurn(3, own, 2000, 100)
+    data = run(turns, CLEAR)
+    assert data["compactions"][0]["turn"] == 2
+    # sent as the agent sent it: 3 + 6 + 5
+    assert data["turns"][3]["total"] == 14 == context_regions(own, words_counter()).total
+    # and a later call that starts with the old history again is not rewritten either
+    turns.append(ReplayTurn(4, Context("openai-chat", HISTORY), 2000, 100))
+    data = run(turns, CLEAR)
+    assert data["turns"][4]["total"] == 1336
+
+
+def test_a_strategy_error_is_recorded_and_the_replay_goes_on() -> None:
+    class Failing(FactSummarizer):
+        def summarize(
+            self, messages: Sequence[Message], *, previous: str | None, prompt: str
+        ) -> str:
+            raise SummarizerError("the summarizer is down")
+
+    policy = ReplayPolicy("summarize", strategy="codex-compact", trigger_tokens=1320)
+    data = run(session(), policy, summarizer=Failing())
+    # the third and the fourth calls are over the trigger, each plan fails, nothing is compacted
+    assert data["errors"] == [
+        {"turn": 2, "error": "the summarizer is down"},
+        {"turn": 3, "error": "the summarizer is down"},
+    ]
+    assert data["compactions"] == []
+    assert column(data, "total") == RECORDED
+
+
+def test_a_plan_that_edits_nothing_is_not_a_compaction() -> None:
+    # Over 1,200 from the second call on. At the second, T1 is the only tool use and the one
+    # kept: the plan edits nothing, the third call is sent as recorded and compacted.
+    policy = replace(CLEAR, trigger_tokens=1200)
+    data = run(session(), policy)
+    assert [c["turn"] for c in data["compactions"]] == [2]
+    assert column(data, "compacted") == [False, False, True, False]
+    assert column(data, "total") == [1106, 1315, 1331, 1140]
+    assert data["errors"] == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "path"),
+    [
+        (ReplayPolicy("x", strategy="no-such"), "strategy"),
+        (ReplayPolicy("x", strategy="ctxweb-auto"), "trigger"),
+        (
+            ReplayPolicy("x", strategy="ctxweb-auto", trigger_fraction=0.5, trigger_tokens=9),
+            "trigger",
+        ),
+        (ReplayPolicy("x", strategy="ctxweb-auto", trigger_fraction=0.0), "trigger_fraction"),
+        (ReplayPolicy("x", strategy="ctxweb-auto", trigger_fraction=1.5), "trigger_fraction"),
+        (ReplayPolicy("x", strategy="ctxweb-auto", trigger_tokens=0), "trigger_tokens"),
+        (
+            ReplayPolicy("x", strategy="ctxweb-auto", trigger_tokens=10**9),
+            "trigger_tokens",
+        ),
+        (
+            ReplayPolicy("x", strategy="ctxweb-auto", params={"nope": 1}, trigger_tokens=9),
+            "params.nope",
+        ),
+    ],
+)
+def test_a_bad_policy_is_refused_before_any_turn(policy: ReplayPolicy, path: str) -> None:
+    def turns() -> Any:
+        raise AssertionError("no turn is read")
+        yield
+
+    with pytest.raises(StrategyError) as raised:
+        replay(turns(), policy=policy, counter=words_counter())
+    assert raised.value.path == path
+
+
+def test_an_unknown_cache_rule_is_refused() -> None:
+    with pytest.raises(StrategyError) as raised:
+        replay([], policy=ReplayPolicy("x"), counter=words_counter(), cache_rule="gemini")
+    assert raised.value.path == "cache_rule"
+
+
+def test_progress_counts_the_turns_done_and_ends_with_all_of_them() -> None:
+    turns = [replace(session()[k % 4], index=k) for k in range(200)]
+    seen: list[int] = []
+    replay(turns, policy=ReplayPolicy("r"), counter=words_counter(), progress=seen.append)
+    assert seen == sorted(seen)
+    assert seen[-1] == 200
+    # every 2% of 200 turns (4), or sooner when half a second went by
+    assert 50 <= len(seen) <= 200
+    assert all(b - a <= 4 for a, b in zip([0, *seen], seen, strict=False))
+
+
+def test_an_empty_session_replays_to_nothing() -> None:
+    data = run([], ReplayPolicy("r"))
+    assert data["turns"] == []
+    assert data["totals"]["input_tokens"] == 0
+    assert data["totals"]["peak_fill"] == 0.0
+
+
+def test_a_turn_over_the_usable_limit_is_over_the_window() -> None:
+    turns = [replace(t, window=1400, reserve=100) for t in session()]  # usable 1300
+    data = run(turns, ReplayPolicy("r"))
+    assert column(data, "over_window") == [False, True, True, True]
+    assert data["totals"]["turns_over_window"] == 3
+    unknown = [replace(t, window=0, reserve=0) for t in session()]
+    data = run(unknown, ReplayPolicy("r"))
+    assert column(data, "over_window") == [False] * 4
+    assert data["totals"]["peak_fill"] == 0.0
+
+
+def test_the_result_keeps_the_policy_and_its_turns() -> None:
+    result = replay(session(), policy=CLEAR, counter=words_counter())
+    assert isinstance(result, ReplayResult)
+    assert result.policy is CLEAR
+    assert [t.index for t in result.turns] == [0, 1, 2, 3]
+    assert result.input_tokens == result.to_dict()["totals"]["input_tokens"]
+
+
+# --- the real transcripts ---------------------------------------------------------------------
+
+#: Turns replayed per session: the first ones (a session's context only grows, and every strategy
+#: then plans at most this many times).
+MAX_TURNS = 40
+WINDOW_PARAMS = ("context_window", "context_limit", "max_input_length")
+
+
+def _sessions(folder: Path) -> list[ImportedSession]:
+    """One session per transcript file: its longest (tau-bench holds hundreds of short ones)."""
+    found = []
+    for path in sorted(folder.glob("*/*")):
+        if path.name == "README.md":
+            continue
+        sessions = parse_transcript(path.read_bytes(), name=path.name)
+        found.append(max(sessions, key=lambda s: len(s.turns)))
+    return found
+
+
+def _turns(session: ImportedSession) -> list[ReplayTurn]:
+    window = context_window_for_model(session.model) or DEFAULT_CONTEXT_WINDOW
+    return [
+        ReplayTurn(i, t.context, window, t.context.max_output_tokens or 0)
+        for i, t in enumerate(session.turns[:MAX_TURNS])
+    ]
+
+
+def test_every_strategy_replays_every_real_transcript_to_the_end(transcripts: Path) -> None:
+    for session in _sessions(transcripts):
+        turns = _turns(session)
+        counter = TokenCounter(get_tokenizer(encoding_for_model(session.model).encoding))
+        rule = "anthropic" if session.format == "anthropic-messages" else "openai"
+        recorded = replay(
+            turns, policy=ReplayPolicy("as recorded"), counter=counter, cache_rule=rule
+        )
+        own = [context_regions(t.context, counter).total for t in turns]
+        assert [t.total for t in recorded.turns] == own, session.external_id
+        # a trigger the session crosses halfway through its peak, so every strategy plans
+        peak = max(own)
+        window, reserve = turns[0].window, turns[0].reserve
+        for strategy in list_strategies():
+            params = {
+                p.name: window if p.name in WINDOW_PARAMS else reserve
+                for p in strategy.params
+                if p.name in WINDOW_PARAMS or p.name == "output_reserve"
+            }
+            policy = ReplayPolicy(
+                strategy.id, strategy=strategy.id, params=params, trigger_tokens=max(1, peak // 2)
+            )
+            result = replay(turns, policy=policy, counter=counter, cache_rule=rule)
+            where = f"{strategy.id} on {session.external_id}"
+            assert len(result.turns) == len(turns), where
+            data = result.to_dict()
+            for turn in data["turns"]:
+                assert sum(turn["regions"].values()) == turn["total"], where
+                assert turn["cache_read"] + turn["cache_write"] + turn["uncached"] == turn["total"]
+                assert min(turn["cache_read"], turn["cache_write"], turn["uncached"]) >= 0, where
+            for compaction in data["compactions"]:
+                assert compaction["turn"] in {t["index"] for t in data["turns"] if t["compacted"]}
+            assert data["facts_lost"]["count"] == sum(data["facts_lost"]["by_kind"].values())
