@@ -1,0 +1,146 @@
+"""Instruction blocks inside a text: what an agent injects into system prompts, user messages and
+tool outputs (``<system-reminder>``, CLAUDE.md and AGENTS.md contents, skills and agent lists,
+Codex's environment context), found by the wrappers the agents use (:func:`instruction_blocks`).
+
+The wrappers are the agents' own, as their transcripts show them:
+
+- Claude Code wraps injected context in ``<system-reminder>`` tags; the one that carries the
+  memory files says ``Contents of <path> (<what it is>):`` before each CLAUDE.md's content, and
+  a hook's output starts ``<Event> hook success:`` or ``... hook additional context:``; a slash
+  command's invocation and output are ``<command-name>``, ``<command-message>``,
+  ``<command-args>`` and ``<local-command-stdout>`` blocks; the Skill tool's description lists
+  ``<available_skills>`` and the Task tool's lists ``Available agent types``;
+- Codex puts AGENTS.md in ``# AGENTS.md instructions for <dir>`` followed by an
+  ``<INSTRUCTIONS>`` block (older releases: ``<user_instructions>``), the session's environment
+  in ``<environment_context>``, a skill in ``<skill>`` and a user's shell command in
+  ``<user_shell_command>``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["MAX_BLOCKS", "Block", "instruction_blocks"]
+
+#: The most blocks taken from one text; the rest stays with the text's own item.
+MAX_BLOCKS = 256
+
+#: How much of a block's first line names it (``detail``).
+DETAIL_CHARS = 80
+
+#: Tags whose whole block is one item, named by the tag (the ``<system-reminder>`` is looked into).
+_TAGS = (
+    "system-reminder",
+    "user_instructions",
+    "environment_context",
+    "user_shell_command",
+    "skill",
+    "available_skills",
+    "command-name",
+    "command-message",
+    "command-args",
+    "local-command-stdout",
+    "local-command-stderr",
+    "user-prompt-submit-hook",
+)
+_TAGGED = re.compile(
+    r"<(?P<tag>" + "|".join(re.escape(t) for t in _TAGS) + r")>(?P<body>.*?)</(?P=tag)>", re.S
+)
+_AGENTS_MD = re.compile(
+    r"# AGENTS\.md instructions for (?P<dir>[^\n]*)\n+<INSTRUCTIONS>.*?</INSTRUCTIONS>", re.S
+)
+#: A memory file inside Claude Code's claudeMd reminder: it runs to the next one, to Claude
+#: Code's closing reminder section, or to the end of the reminder.
+_MEMORY_FILE = re.compile(
+    r"Contents of (?P<path>[^\n]+?) \((?P<what>[^\n]*)\):\n"
+    r"(?P<body>.*?)"
+    r"(?=\n+Contents of [^\n]+? \([^\n]*\):\n|\n+# important-instruction-reminders|\Z)",
+    re.S,
+)
+_HOOK = re.compile(r"\s*(?P<event>\w+) hook (?:success|additional context|blocking error)\b")
+_SKILLS_REMINDER = re.compile(r"\s*The following skills are available for use with the Skill tool")
+#: The Task tool's list of subagents, up to the first blank line after it.
+_AGENTS_LIST = re.compile(
+    r"Available agent types and the tools they have access to:\n.*?(?=\n\n|\Z)", re.S
+)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One instruction block: its ``name`` (the label: ``CLAUDE.md``, ``AGENTS.md``,
+    ``<system-reminder>``, ``skills list``...), a ``detail`` (the file's path, the reminder's
+    first line) and where it is in the text (``start``, ``end``)."""
+
+    name: str
+    detail: str
+    start: int
+    end: int
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:DETAIL_CHARS]
+    return ""
+
+
+def _memory_name(path: str) -> str:
+    """A memory file's label: its file name (``CLAUDE.md``, ``CLAUDE.local.md``, ``AGENTS.md``)."""
+    return path.rstrip("/").rsplit("/", 1)[-1] or path
+
+
+def _reminder(text: str, start: int, end: int, body_start: int) -> list[Block]:
+    """A ``<system-reminder>``'s blocks: each memory file it quotes, and itself for the rest."""
+    body = text[body_start : end - len("</system-reminder>")]
+    if _SKILLS_REMINDER.match(body):
+        return [Block("skills list", _first_line(body), start, end)]
+    hook = _HOOK.match(body)
+    if hook:
+        return [Block("hook output", hook.group("event"), start, end)]
+    files = [
+        Block(
+            _memory_name(m.group("path")),
+            m.group("path"),
+            body_start + m.start(),
+            body_start + m.end(),
+        )
+        for m in _MEMORY_FILE.finditer(body)
+    ]
+    return [Block("<system-reminder>", _first_line(body), start, end), *files]
+
+
+def instruction_blocks(text: str) -> tuple[Block, ...]:
+    """The instruction blocks of ``text``, in order; a block may hold others (a reminder quoting
+    CLAUDE.md files lists the reminder, then each file inside it). At most :data:`MAX_BLOCKS`.
+
+    Example:
+        >>> text = "hi <system-reminder>Your todo list is empty.</system-reminder>"
+        >>> [(b.name, b.detail, text[b.start : b.end][:20]) for b in instruction_blocks(text)]
+        [('<system-reminder>', 'Your todo list is empty.', '<system-reminder>You')]
+    """
+    found: list[Block] = []
+    if "<" not in text and "Available agent types" not in text:
+        return ()
+    for match in _TAGGED.finditer(text):
+        tag = match.group("tag")
+        start, end = match.span()
+        if tag == "system-reminder":
+            found += _reminder(text, start, end, match.start("body"))
+        elif tag == "user_instructions":
+            found.append(Block("AGENTS.md", "", start, end))
+        elif tag == "available_skills":
+            found.append(Block("skills list", "", start, end))
+        elif tag == "skill":
+            found.append(Block("skill", _first_line(match.group("body")), start, end))
+        else:
+            found.append(Block(f"<{tag}>", _first_line(match.group("body")), start, end))
+        if len(found) >= MAX_BLOCKS:
+            break
+    for match in _AGENTS_MD.finditer(text):
+        found.append(Block("AGENTS.md", match.group("dir").strip(), *match.span()))
+    for match in _AGENTS_LIST.finditer(text):
+        found.append(Block("agents list", "", *match.span()))
+    found.sort(key=lambda b: (b.start, -b.end))
+    return tuple(found[:MAX_BLOCKS])

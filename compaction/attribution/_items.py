@@ -1,0 +1,485 @@
+"""A context's items (:func:`context_items`), built from the items of its parts: the tool
+definitions (:func:`tool_items`), the top-level system prompt (:func:`system_items`) and each
+message (:func:`message_items`), so that items can be computed once per message and added up.
+
+Every item's tokens come from the same counter as the regions, and the items of a region add up
+exactly to that region's tokens (:func:`compaction.regions.message_regions`,
+:func:`~compaction.regions.system_regions`, the counter's ``count_tools``): whatever a part
+holds outside its blocks stays with the part's own item (the text, the tool's output), and what
+no part holds (a message's wrapper, the tools' wrapper, the request's priming) is the region's
+``unattributed`` item. A block's tokens are its text counted alone, capped so that the blocks
+of a part never take more than the part's tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from compaction.attribution._blocks import Block, instruction_blocks
+from compaction.attribution._files import call_files, call_patch, output_file, tool_server
+from compaction.attribution._model import Attribution, Item, ItemKind, Where
+from compaction.messages._common import RAW
+from compaction.messages.model import (
+    Context,
+    MediaPart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
+from compaction.regions import (
+    Counter,
+    RegionMemo,
+    context_regions,
+    is_summary,
+    is_summary_text,
+    message_regions,
+    raw_region,
+    region_of_part,
+    system_regions,
+)
+from compaction.regions._summary_markers import _summary_start
+from compaction.tokens._counter import tool_definition_json
+
+__all__ = [
+    "CallTarget",
+    "call_targets",
+    "context_items",
+    "message_items",
+    "system_items",
+    "tool_items",
+]
+
+UNATTRIBUTED: Final = "unattributed"
+UNATTRIBUTED_KIND: ItemKind = "unattributed"
+
+
+@dataclass(frozen=True)
+class CallTarget:
+    """What a tool call is: the ``tool``'s name, its ``group`` (MCP server, else the tool) and
+    the ``files`` it reads or writes (:func:`compaction.attribution.call_files`)."""
+
+    tool: str
+    group: str
+    files: tuple[str, ...] = ()
+
+
+def call_targets(
+    message: Message, servers: Mapping[str, str] | None = None
+) -> dict[str, CallTarget]:
+    """The tool calls ``message`` makes, by call id; ``servers`` maps tool names to the MCP
+    server their definition names (:func:`compaction.attribution.tool_server`).
+
+    Example:
+        >>> from compaction.messages.model import Message, ToolCallPart
+        >>> call = ToolCallPart("c1", "Read", '{"file_path": "/a.py"}')
+        >>> call_targets(Message("assistant", (call,)))
+        {'c1': CallTarget(tool='Read', group='Read', files=('/a.py',))}
+    """
+    return {part.id: _target(part, servers or {}) for part in message.tool_calls}
+
+
+def _target(call: ToolCallPart, servers: Mapping[str, str]) -> CallTarget:
+    server = servers.get(call.name) or tool_server(call.name)
+    return CallTarget(call.name, server or call.name, call_files(call.name, call.arguments))
+
+
+def _nested(blocks: Iterable[Block]) -> list[tuple[Block, list[Block]]]:
+    """Blocks at the top with the blocks inside each; a block that straddles another is left
+    out (its text stays with whatever holds it)."""
+    tops: list[tuple[Block, list[Block]]] = []
+    for block in blocks:
+        if tops and block.start < tops[-1][0].end:
+            top = tops[-1][0]
+            if block.end <= top.end:
+                tops[-1][1].append(block)
+            continue
+        tops.append((block, []))
+    return tops
+
+
+def _text_items(
+    text: str,
+    tokens: int,
+    counter: Counter,
+    *,
+    base: tuple[ItemKind, str, str, str],
+    region: str,
+    where: Where,
+    group: str | None = None,
+    as_counted: Callable[[str], str] | None = None,
+) -> list[Item]:
+    """The items of a text worth ``tokens``: its instruction blocks, then ``base`` (kind, name,
+    group, detail) for the rest. ``as_counted`` turns a block's text into the text the counter
+    saw (JSON-escaped inside a tool definition). A block's group is ``group``, else its label."""
+    items: list[Item] = []
+    left = tokens
+    for top, inner in _nested(instruction_blocks(text)):
+        whole = counter.count_text(_form(text[top.start : top.end], as_counted))
+        shares: list[tuple[Block, int]] = []
+        for block in inner:
+            share = min(counter.count_text(_form(text[block.start : block.end], as_counted)), whole)
+            whole -= share
+            shares.append((block, share))
+        for block, share in [(top, whole), *shares]:
+            share = min(share, left)
+            left -= share
+            if share:
+                items.append(
+                    Item(
+                        "instruction",
+                        block.name,
+                        group or block.name,
+                        region,
+                        share,
+                        where,
+                        block.detail,
+                    )
+                )
+    if left:
+        kind, name, base_group, detail = base
+        items.append(Item(kind, name, base_group, region, left, where, detail))
+    return items
+
+
+def _form(text: str, as_counted: Callable[[str], str] | None) -> str:
+    return as_counted(text) if as_counted is not None else text
+
+
+def _json_escaped(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _balance(items: list[Item], expected: Mapping[str, int], where: Where) -> list[Item]:
+    """``items`` plus an ``unattributed`` item per region for what they leave of ``expected``;
+    should they hold more than a region (they never do by construction), the last are trimmed."""
+    held: dict[str, int] = {}
+    for item in items:
+        held[item.region] = held.get(item.region, 0) + item.tokens
+    out = list(items)
+    for region, tokens in expected.items():
+        rest = tokens - held.pop(region, 0)
+        if rest > 0:
+            out.append(Item(UNATTRIBUTED_KIND, UNATTRIBUTED, UNATTRIBUTED, region, rest, where))
+        elif rest < 0:
+            out = _trim(out, region, -rest)
+    for region, tokens in held.items():  # a region the split does not have: nothing of it
+        out = _trim(out, region, tokens)
+    return [item for item in out if item.tokens]
+
+
+def _trim(items: list[Item], region: str, excess: int) -> list[Item]:
+    out = list(items)
+    for k in range(len(out) - 1, -1, -1):
+        if excess <= 0:
+            break
+        item = out[k]
+        if item.region != region:
+            continue
+        cut = min(item.tokens, excess)
+        excess -= cut
+        out[k] = Item(
+            item.kind,
+            item.name,
+            item.group,
+            item.region,
+            item.tokens - cut,
+            item.where,
+            item.detail,
+        )
+    return out
+
+
+def _media_item(part: MediaPart, tokens: int, where: Where, group: str) -> Item:
+    kind: ItemKind = "image" if part.media == "image" else "media"
+    return Item(kind, part.media, group, "media", tokens, where, part.media_type or "")
+
+
+def _raw_item(part: TextPart, region: str, tokens: int, where: Where) -> Item:
+    """An item kept verbatim: named by its ``name`` (a provider-side call) or its type."""
+    raw = part.extra.get(RAW)
+    data = raw if isinstance(raw, Mapping) else {}
+    kind_of = str(data.get("type") or "item")
+    name = data.get("name")
+    label = name if isinstance(name, str) and name else kind_of
+    server = tool_server(label, data)
+    kinds: dict[str, ItemKind] = {
+        "tools": "tool_definition",
+        "tool_calls": "tool_call",
+        "tool_results": "tool_output",
+        "summary": "summary",
+    }
+    kind = kinds.get(region, "raw")
+    return Item(
+        kind, label, server or label, region, tokens, where, kind_of if label != kind_of else ""
+    )
+
+
+def _result_items(
+    part: ToolResultPart,
+    tokens: int,
+    counter: Counter,
+    *,
+    message: Message,
+    calls: Mapping[str, CallTarget],
+    where: Where,
+) -> list[Item]:
+    """A tool result: its media to ``media``, the rest to the file it shows (named by its call,
+    else by its first line) or to the tool's outputs, its instruction blocks carved out."""
+    target = calls.get(part.tool_call_id)
+    tool = target.tool if target is not None else (message.name or "tool")
+    group = target.group if target is not None else tool
+    media_parts = [p for p in part.content if isinstance(p, MediaPart)]
+    media = min(sum(counter.count_part(p) for p in media_parts), tokens)
+    items: list[Item] = []
+    left = media
+    for media_part in media_parts:
+        share = min(counter.count_part(media_part), left)
+        left -= share
+        if share:
+            items.append(_media_item(media_part, share, where, group))
+    text = part.text
+    files = target.files if target is not None else ()
+    file = files[0] if len(files) == 1 else output_file(text)
+    base: tuple[ItemKind, str, str, str] = (
+        ("file", file, group, "") if file else ("tool_output", tool, group, "")
+    )
+    items += _text_items(
+        text, tokens - media, counter, base=base, region="tool_results", where=where, group=group
+    )
+    return items
+
+
+def _call_items(
+    call: ToolCallPart, tokens: int, counter: Counter, target: CallTarget, where: Where
+) -> list[Item]:
+    """A tool call: to the file it names when it names one; a patch of several files is split
+    by file (each its section of the patch), its envelope staying with the tool's calls."""
+    files = target.files
+    if len(files) == 1:
+        return [Item("file", files[0], target.group, "tool_calls", tokens, where)]
+    patch = call_patch(call.arguments) if files else ()
+    items: list[Item] = []
+    left = tokens
+    for path, section in patch:
+        share = min(counter.count_text(section), left)
+        left -= share
+        if share:
+            items.append(Item("file", path, target.group, "tool_calls", share, where))
+    if left:
+        items.append(Item("tool_call", target.tool, target.group, "tool_calls", left, where))
+    return items
+
+
+def _system_text(
+    message: Message, part: TextPart, tokens: int, counter: Counter, where: Where
+) -> list[Item]:
+    """A system or developer message's text: a summary inside it to ``summary`` (as the
+    regions split it), the rest to the system prompt with its instruction blocks."""
+    start = _summary_start(part.text)
+    if start == 0:
+        return [Item("summary", "summary", "summary", "summary", tokens, where)]
+    share = min(counter.count_text(part.text[start:]), tokens) if start else 0
+    items = _text_items(
+        part.text[:start] if start else part.text,
+        tokens - share,
+        counter,
+        base=("system_prompt", f"{message.role} prompt", "system", ""),
+        region="system",
+        where=where,
+    )
+    if share:
+        items.append(Item("summary", "summary", "summary", "summary", share, where))
+    return items
+
+
+def _text_base(message: Message, region: str, text: str) -> tuple[ItemKind, str, str, str]:
+    if region == "tool_results":
+        tool = message.name or "tool"
+        return ("tool_output", tool, tool, "")
+    if region == "user":
+        file = output_file(text)
+        if file:
+            return ("file", file, "observation", "")
+    return ("message_text", f"{message.role} text", message.role, "")
+
+
+def message_items(
+    message: Message,
+    counter: Counter,
+    *,
+    where: Where,
+    calls: Mapping[str, CallTarget] | None = None,
+    servers: Mapping[str, str] | None = None,
+    memo: RegionMemo | None = None,
+) -> list[Item]:
+    """The items of one message at ``where``; ``calls`` are the calls made before it or in it
+    (:func:`call_targets`, for its tool results), ``servers`` the tools' MCP servers. Their
+    tokens add up, region by region, to :func:`compaction.regions.message_regions`.
+
+    Example:
+        >>> from compaction.messages.model import Message, TextPart
+        >>> from compaction.tokens import TokenCounter, get_tokenizer
+        >>> counter = TokenCounter(get_tokenizer("cl100k_base"))
+        >>> text = "Fix it.<system-reminder>Todo list is empty.</system-reminder>"
+        >>> items = message_items(Message("user", (TextPart(text),)), counter, where=0)
+        >>> [(i.kind, i.name, i.tokens) for i in items]  # doctest: +NORMALIZE_WHITESPACE
+        [('instruction', '<system-reminder>', 14), ('message_text', 'user text', 2),
+         ('unattributed', 'unattributed', 3)]
+    """
+    servers = servers or {}
+    known = dict(calls or {})
+    known.update(call_targets(message, servers))
+    count = counter.count_message(message)
+    if memo is not None:
+        expected = memo.regions(message, counter)
+    else:
+        expected = message_regions(message, counter)
+    summary = is_summary(message)
+    items: list[Item] = []
+    for part, tokens in zip(message.parts, count.parts, strict=True):
+        if isinstance(part, ToolResultPart):
+            items += _result_items(part, tokens, counter, message=message, calls=known, where=where)
+        elif isinstance(part, ToolCallPart):
+            items += _call_items(part, tokens, counter, known[part.id], where)
+        elif isinstance(part, ReasoningPart):
+            items.append(Item("reasoning", "reasoning", "reasoning", "reasoning", tokens, where))
+        elif isinstance(part, MediaPart):
+            items.append(_media_item(part, tokens, where, message.role))
+        elif (raw := raw_region(part)) is not None:
+            items.append(_raw_item(part, raw, tokens, where))
+        elif message.role in ("system", "developer") and not summary:
+            items += _system_text(message, part, tokens, counter, where)
+        else:
+            region = region_of_part(message, part)
+            if region == "summary":
+                items.append(Item("summary", "summary", "summary", "summary", tokens, where))
+            else:
+                base = _text_base(message, region, part.text)
+                items += _text_items(
+                    part.text, tokens, counter, base=base, region=region, where=where
+                )
+    return _balance(items, expected, where)
+
+
+def system_items(parts: tuple[Part, ...], counter: Counter) -> list[Item]:
+    """The items of a top-level system prompt: its summary blocks, its instruction blocks, the
+    prompt's own text, its wrapper as ``unattributed``; they add up to
+    :func:`compaction.regions.system_regions`."""
+    items: list[Item] = []
+    where: Where = "system"
+    for part in parts:
+        tokens = counter.count_part(part)
+        if isinstance(part, TextPart) and is_summary_text(part.text):
+            items.append(Item("summary", "summary", "summary", "summary", tokens, where))
+        elif isinstance(part, TextPart):
+            base: tuple[ItemKind, str, str, str] = ("system_prompt", "system prompt", "system", "")
+            items += _text_items(
+                part.text, tokens, counter, base=base, region="system", where=where
+            )
+        elif isinstance(part, MediaPart):
+            kind: ItemKind = "image" if part.media == "image" else "media"
+            items.append(Item(kind, part.media, "system", "system", tokens, where))
+        else:
+            items.append(Item("system_prompt", "system prompt", "system", "system", tokens, where))
+    return _balance(items, system_regions(parts, counter), where)
+
+
+def tool_items(tools: tuple[ToolDefinition, ...], counter: Counter) -> list[Item]:
+    """One item per tool definition (named by the tool, grouped by its MCP server), with the
+    skills and agent lists inside descriptions carved out, and the tools' wrapper as
+    ``unattributed``; they add up to the counter's ``count_tools``."""
+    if not tools:
+        return []
+    items: list[Item] = []
+    where: Where = "tools"
+    for tool in tools:
+        tokens = counter.count_text(tool_definition_json(tool))
+        server = tool_server(tool.name, tool.extra)
+        raw = tool.extra.get(RAW)
+        name = server if server and isinstance(raw, Mapping) else tool.name
+        group = server or tool.name
+        items += _text_items(
+            tool.description,
+            tokens,
+            counter,
+            base=("tool_definition", name, group, ""),
+            region="tools",
+            where=where,
+            group=group,
+            as_counted=_json_escaped,
+        )
+    return _balance(items, {"tools": counter.count_tools(tools)}, where)
+
+
+def context_items(
+    context: Context,
+    counter: Counter,
+    *,
+    reported_input_tokens: int | None = None,
+    memo: RegionMemo | None = None,
+) -> Attribution:
+    """Every item of ``context``, counted with ``counter`` (the counter ingest counts with).
+
+    The items of each region add up to exactly that region of
+    :func:`compaction.regions.context_regions` (the request's priming tokens are the system
+    region's ``unattributed``); with ``reported_input_tokens`` above the count, the difference is
+    one ``unattributed (provider)`` item in the ``unattributed`` region.
+
+    Example:
+        >>> from compaction.messages.model import Context, Message, ToolCallPart
+        >>> from compaction.tokens import TokenCounter, get_tokenizer
+        >>> counter = TokenCounter(get_tokenizer("cl100k_base"))
+        >>> call = ToolCallPart("c1", "mcp__github__get_issue", '{"number": 7}')
+        >>> context = Context("anthropic-messages", (Message("assistant", (call,)),))
+        >>> items = context_items(context, counter)
+        >>> [(i.kind, i.name, i.group) for i in items.items if i.region == "tool_calls"]
+        [('tool_call', 'mcp__github__get_issue', 'github')]
+    """
+    memo = memo if memo is not None else RegionMemo()
+    items: list[Item] = [
+        Item(
+            UNATTRIBUTED_KIND,
+            UNATTRIBUTED,
+            UNATTRIBUTED,
+            "system",
+            counter.REQUEST_OVERHEAD,
+            "request",
+        )
+    ]
+    items += system_items(context.system, counter)
+    items += tool_items(context.tools, counter)
+    servers = {
+        tool.name: server
+        for tool in context.tools
+        if (server := tool_server(tool.name, tool.extra)) is not None
+    }
+    calls: dict[str, CallTarget] = {}
+    for index, message in enumerate(context.messages):
+        calls.update(call_targets(message, servers))
+        items += message_items(
+            message, counter, where=index, calls=calls, servers=servers, memo=memo
+        )
+    totals = context_regions(
+        context, counter, reported_input_tokens=reported_input_tokens, memo=memo
+    )
+    if totals.unattributed:
+        items.append(
+            Item(
+                UNATTRIBUTED_KIND,
+                "unattributed (provider)",
+                "provider",
+                "unattributed",
+                totals.unattributed,
+                "provider",
+            )
+        )
+    return Attribution(
+        tuple(i for i in items if i.tokens), dict(totals.regions), reported_input_tokens
+    )
