@@ -88,6 +88,21 @@ def _examples() -> dict[str, Any]:
             value={"strategy": "baseagent-middle-out", "params": {}},
             request_only=True,
         ),
+        "replay": OpenApiExample(
+            "Replay the session under ctxweb-auto and nanobot's trim",
+            value={
+                "policies": [
+                    {"strategy": "ctxweb-auto", "params": {"target_fraction": 0.5}},
+                    {
+                        "label": "nanobot 8K",
+                        "strategy": "nanobot-trim",
+                        "params": {"budget": 8000},
+                        "trigger": {"tokens": 8000},
+                    },
+                ]
+            },
+            request_only=True,
+        ),
         "policy": OpenApiExample(
             "Compact automatically past 90% of usable",
             value={
@@ -103,7 +118,7 @@ def _examples() -> dict[str, Any]:
 
 def example(name: str) -> Any:
     """The request example ``name`` (``turn``, ``preview``, ``session_preview``, ``apply``,
-    ``policy``): the docs show it and the fuzzer's examples phase sends it."""
+    ``replay``, ``policy``): the docs show it and the fuzzer's examples phase sends it."""
     return _examples()[name]
 
 

@@ -12,6 +12,7 @@ from ctxweb.api import (
     health,
     imports,
     operations,
+    replays,
     sessions,
     strategies,
     turns,
@@ -25,6 +26,26 @@ urlpatterns = [
         "sessions/<path:external_id>/operations",
         operations.SessionOperationsApi.as_view(),
         name="api-operations",
+    ),
+    path(
+        "sessions/<path:external_id>/replays",
+        replays.SessionReplaysApi.as_view(),
+        name="api-replays",
+    ),
+    path(
+        "sessions/<path:external_id>/replays/<str:replay_id>",
+        replays.ReplayDetailApi.as_view(),
+        name="api-replay",
+    ),
+    path(
+        "sessions/<path:external_id>/replays/<str:replay_id>/apply",
+        replays.ReplayApplyApi.as_view(),
+        name="api-replay-apply",
+    ),
+    path(
+        "sessions/<path:external_id>/replay-presets",
+        replays.ReplayPresetsApi.as_view(),
+        name="api-replay-presets",
     ),
     path(
         "sessions/<path:external_id>/export",
@@ -58,6 +79,7 @@ urlpatterns = [
         name="api-operation-undo",
     ),
     path("health", health.HealthApi.as_view(), name="api-health"),
+    path("project", replays.ProjectApi.as_view(), name="api-project"),
     path("audit", audit.AuditListApi.as_view(), name="api-audit"),
     path("import", imports.ImportApi.as_view(), name="api-import"),
     path("imports", imports.ImportListApi.as_view(), name="api-imports"),

@@ -100,12 +100,20 @@ def _project_data(
         compressed=False,
         error="unreadable",
     )
+    import_job = response.json()["id"]
+    response = client.post(
+        f"/api/v1/sessions/{external_id}/replays",
+        data=json.dumps({"policies": [{"strategy": "nanobot-trim"}]}),
+        content_type="application/json",
+    )
+    assert response.status_code == 202, response.content
     return Ids(
         session=external_id,
         operation=operation.pk,
         artifact=artifact.key,
-        import_job=response.json()["id"],
+        import_job=import_job,
         unread=unread.pk,
+        replay=response.json()["id"],
     )
 
 

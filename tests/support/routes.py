@@ -18,6 +18,7 @@ class Ids:
     artifact: str
     import_job: int
     unread: int = 0
+    replay: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Call:
             art=ids.artifact,
             imp=ids.import_job,
             unr=ids.unread,
+            rep=ids.replay,
         )
 
     def send(self, client: Client, ids: Ids) -> Any:
@@ -141,6 +143,37 @@ API: dict[str, list[Call]] = {
     "api-session-unread-calls": [Call("GET", "/api/v1/sessions/{sid}/unread-calls")],
     "api-unread-calls": [Call("GET", "/api/v1/unread-calls", scope="list")],
     "api-unread-call-raw": [Call("GET", "/api/v1/unread-calls/{unr}/raw")],
+    "api-replays": [
+        Call("GET", "/api/v1/sessions/{sid}/replays"),
+        # Past CTXWEB_REPLAYS_ACTIVE_PER_PROJECT queued replays: 429, a member's answer.
+        Call(
+            "POST",
+            "/api/v1/sessions/{sid}/replays",
+            operator=True,
+            data={"policies": [{"strategy": "nanobot-trim"}]},
+            ok=(202, 429),
+        ),
+    ],
+    "api-replay": [Call("GET", "/api/v1/sessions/{sid}/replays/{rep}")],
+    "api-replay-apply": [
+        Call(
+            "POST",
+            "/api/v1/sessions/{sid}/replays/{rep}/apply",
+            operator=True,
+            data={"column": 1, "to": "session"},
+        )
+    ],
+    "api-replay-presets": [Call("GET", "/api/v1/sessions/{sid}/replay-presets")],
+    "api-project": [
+        Call("GET", "/api/v1/project", scope="list"),
+        Call(
+            "PATCH",
+            "/api/v1/project",
+            scope="create",
+            operator=True,
+            data={"default_policy": {"trigger": {"fraction": 0.9}}},
+        ),
+    ],
 }
 PAGES: dict[str, list[Call]] = {
     "login": [Call("GET", "/accounts/login/", scope="public")],

@@ -73,6 +73,7 @@ def test_the_schema_lists_every_api_operation() -> None:
                 art="{artifact_id}",
                 imp="{job_id}",
                 unr="{unread_id}",
+                rep="{replay_id}",
             ).split("?")[0],
         )
         for name, calls in API.items()
