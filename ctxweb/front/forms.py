@@ -1,4 +1,6 @@
-"""The preview page's parameter form: a strategy's parameters as a :class:`django.forms.Form`
+"""The preview page's parameter form, and the replay page's policies form (:class:`ReplayForm`).
+
+The parameter form: a strategy's parameters as a :class:`django.forms.Form`
 built from its catalog entry (names, types, ranges, choices, help), read from the query string.
 
 A parameter missing from the query keeps its starting value (the session's window and reserve,
@@ -8,6 +10,8 @@ not. Ranges are the strategy's to check (:meth:`Strategy.validate`, which names 
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +19,7 @@ from typing import Any
 from django import forms
 
 from compaction.errors import StrategyError
+from ctxweb.numbers import MAX_COUNT, parse_whole
 
 TRUE = ("true", "on", "1", "yes")
 FALSE = ("false", "off", "0", "no")
@@ -169,3 +174,116 @@ def parameter_form(
             )
         )
     return Form(fields, params, errors)
+
+
+# --- the replay form ----------------------------------------------------------------------------
+
+#: The longest custom parameters' JSON the replay form reads (a strategy has a dozen at most).
+MAX_PARAMS_CHARS = 4_000
+#: The longest trigger the replay form reads (a fraction or a token count).
+MAX_TRIGGER_CHARS = 24
+TRIGGER_KINDS = (("fraction", "fraction of usable"), ("tokens", "tokens"))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class ReplayForm(forms.Form):
+    """The policies to replay a session under: presets ticked by label, and at most one custom
+    row (a strategy, its parameters as a JSON object, a trigger as a fraction of the usable
+    window or a number of tokens). :meth:`policies` gives them in the service's shape."""
+
+    presets = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    strategy = forms.ChoiceField(required=False)
+    params = forms.CharField(required=False, max_length=MAX_PARAMS_CHARS, strip=True)
+    trigger_kind = forms.ChoiceField(required=False, choices=TRIGGER_KINDS)
+    trigger = forms.CharField(required=False, max_length=MAX_TRIGGER_CHARS, strip=True)
+
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        *,
+        presets: list[dict[str, Any]],
+        strategies: list[str],
+        maximum: int,
+    ) -> None:
+        super().__init__(data, auto_id="replay-%s")
+        self.preset_list = presets
+        self.maximum = maximum
+        self.fields["presets"].choices = [(p["label"], p["label"]) for p in presets]  # type: ignore[attr-defined]
+        self.fields["strategy"].choices = [("", "none"), *[(s, s) for s in strategies]]  # type: ignore[attr-defined]
+
+    def clean_params(self) -> dict[str, Any]:
+        text = self.cleaned_data.get("params") or ""
+        if not text:
+            return {}
+        try:
+            value = json.loads(text, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            raise forms.ValidationError(
+                'must be a JSON object, such as {"target_tokens": 60000}', code="invalid"
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("must be a JSON object of parameter names", code="invalid")
+        return value
+
+    def clean_trigger(self) -> float | int | None:
+        text = (self.cleaned_data.get("trigger") or "").replace("_", "").replace(",", "")
+        if not text:
+            return None
+        kind = self.cleaned_data.get("trigger_kind") or "fraction"
+        if kind == "tokens":
+            tokens = parse_whole(text, maximum=MAX_COUNT)
+            if tokens is None or tokens == 0:
+                raise forms.ValidationError(
+                    f"must be a whole number of tokens from 1 to {MAX_COUNT:,}", code="invalid"
+                )
+            return tokens
+        try:
+            fraction = float(text)
+        except ValueError:
+            fraction = math.nan
+        if not (0 < fraction <= 1):
+            raise forms.ValidationError(
+                "must be a fraction of the usable window above 0 and at most 1 (0.8 is 80%)",
+                code="invalid",
+            )
+        return fraction
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        custom = bool(cleaned.get("strategy"))
+        if not custom and (self.data.get("params", "").strip() or self.data.get("trigger", "")):
+            self.add_error("strategy", "pick the strategy these parameters and trigger are for")
+        count = len(cleaned.get("presets") or []) + (1 if custom else 0)
+        if count == 0 and not self.errors:
+            raise forms.ValidationError(
+                "Pick at least one policy: a preset, or a strategy in the custom row.",
+                code="empty",
+            )
+        if count > self.maximum:
+            raise forms.ValidationError(
+                f"Pick at most {self.maximum} policies ({count} picked): each one replays every"
+                " turn of the session.",
+                code="too_many",
+            )
+        return cleaned
+
+    def policies(self) -> list[dict[str, Any]]:
+        """The picked presets in their listed order, then the custom row, as the service takes
+        them: ``{"label", "strategy", "params", "trigger"}``."""
+        picked = set(self.cleaned_data.get("presets") or [])
+        chosen = [dict(p) for p in self.preset_list if p["label"] in picked]
+        if self.cleaned_data.get("strategy"):
+            trigger = self.cleaned_data.get("trigger")
+            kind = "tokens" if isinstance(trigger, int) else "fraction"
+            chosen.append(
+                {
+                    "label": "",  # the service names it after its strategy and trigger
+                    "strategy": self.cleaned_data["strategy"],
+                    "params": self.cleaned_data.get("params") or {},
+                    "trigger": None if trigger is None else {kind: trigger},
+                }
+            )
+        return chosen

@@ -1,5 +1,5 @@
 """Dashboard pages: the sessions list, a session's chart, a turn's inspector, a strategy preview
-and its Apply form, an artifact, transcript imports, the project switcher.
+and its Apply form, a session's replays, an artifact, transcript imports, the project switcher.
 
 Session ids may hold slashes (``import/...``), so every longer session route comes before the
 bare session page.
@@ -14,6 +14,7 @@ from ctxweb.front import (
     operations,
     preview,
     projects,
+    replays,
     sessions,
     setup,
     turns,
@@ -36,6 +37,17 @@ urlpatterns = [
         deletion.session_delete,
         name="session-delete",
     ),
+    path(
+        "sessions/<path:external_id>/replays/<str:replay_id>/apply/",
+        replays.replay_apply,
+        name="session-replay-apply",
+    ),
+    path(
+        "sessions/<path:external_id>/replays/<str:replay_id>/",
+        replays.replay_detail,
+        name="session-replay",
+    ),
+    path("sessions/<path:external_id>/replays/", replays.replay_list, name="session-replays"),
     path("artifacts/<str:artifact_id>/", artifacts.artifact_detail, name="artifact-detail"),
     path("unread-calls/<str:unread_id>/raw/", unread.unread_call_raw, name="unread-call-raw"),
     path(

@@ -23,6 +23,7 @@
   "use strict";
 
   var POLL_MS = 1500;
+  var RELOAD_MS = 800;
   var MIN_DELAY = 1000;
   var MAX_DELAY = 30000;
   var FINAL_CODES = { 4401: true, 4403: true, 4404: true };
@@ -84,8 +85,13 @@
     var live = item.element && item.element.querySelector("[data-replay-live]");
     if (live) live.textContent = "Replay " + id + " " + progress.status + ".";
     if (item.element === state) {
-      // The charts and the table are the server's to render: show them.
-      window.setTimeout(function () { window.location.reload(); }, 300);
+      var status = state.querySelector("[data-replay-status]");
+      if (status) status.textContent = progress.status;
+      var note = state.querySelector("[data-replay-count]");
+      if (note && progress.status === "succeeded") note.textContent += " (loading the results)";
+      // The charts and the table are the server's to render: show them, once the finished
+      // bar has been seen.
+      window.setTimeout(function () { window.location.reload(); }, RELOAD_MS);
       return;
     }
     var el = item.element;

@@ -93,6 +93,7 @@ API: dict[str, list[Call]] = {
         ),
     ],
     "api-turn": [Call("GET", "/api/v1/sessions/{sid}/turns/0")],
+    "api-turn-attribution": [Call("GET", "/api/v1/sessions/{sid}/turns/0/attribution")],
     "api-strategies": [Call("GET", "/api/v1/strategies", scope="list")],
     "api-preview": [
         Call(
@@ -190,6 +191,27 @@ PAGES: dict[str, list[Call]] = {
             "/sessions/{sid}/operations/",
             operator=True,
             data={"strategy": "baseagent-middle-out", "params": "{}"},
+            ok=(302,),
+        )
+    ],
+    "session-replays": [
+        Call("GET", "/sessions/{sid}/replays/"),
+        # Past CTXWEB_REPLAYS_ACTIVE_PER_PROJECT queued replays the form says so: 400.
+        Call(
+            "POST",
+            "/sessions/{sid}/replays/",
+            operator=True,
+            data={"presets": ["nanobot"]},
+            ok=(302, 400),
+        ),
+    ],
+    "session-replay": [Call("GET", "/sessions/{sid}/replays/{rep}/")],
+    "session-replay-apply": [
+        Call(
+            "POST",
+            "/sessions/{sid}/replays/{rep}/apply/",
+            operator=True,
+            data={"column": "1", "target": "session"},
             ok=(302,),
         )
     ],
