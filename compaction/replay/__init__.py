@@ -14,7 +14,12 @@ managed mode under a :class:`ReplayPolicy` (a strategy, its parameters and a tri
   plan saw. A call that no longer starts with ``original`` (the agent compacted itself, or
   branched) is sent as it was, and the rewrite is dropped.
 - Each sent context is counted as ingest counts a turn: the request overhead, the system prompt,
-  the tools and each message's regions (:func:`compaction.regions.context_regions`).
+  the tools and each message's regions (:func:`compaction.regions.context_regions`). When a
+  turn gives the provider's ``reported_input_tokens``, what it reported beyond the count of the
+  agent's own context is ``unattributed`` (as ingest stores it) and is added to what the policy
+  sends at that call too: it is mostly what the record lacks (a transcript's system prompt and
+  tools) or another tokenizer's difference, which no strategy removes; for the prompt cache it
+  sits at the head of the request.
 - The trigger is ``trigger_tokens``, or ``trigger_fraction`` of the usable limit (window minus
   reserve): when a call's total is strictly above it, the strategy plans on what was sent (the
   call was already made) and the next calls build on the plan's context, its ``cache_control``
@@ -22,7 +27,8 @@ managed mode under a :class:`ReplayPolicy` (a strategy, its parameters and a tri
   proxy does). A plan that makes no edit changes nothing; a plan that raises a library error is
   recorded in ``errors`` and the replay goes on; a plan that leaves the context above the
   trigger still counts, and the policy fires again at the next call above it.
-- "As recorded" is ``strategy=None``: never compacts; its totals are the recorded turns'.
+- "As recorded" is ``strategy=None``: never compacts; its totals are the recorded turns'
+  (given their reported input tokens, a stored turn's ``total_tokens`` exactly).
 
 **The prompt cache of each call** compares what it sends with what the previous call sent: the
 shared prefix is the request overhead, the tools and the system prompt (all of it only when

@@ -187,7 +187,10 @@ def replay(
     lost: dict[Fact, int] = {}
     rewrite: _Rewrite | None = None
     previous: Sent | None = None
+    previous_extra = 0
     previous_breakpoints: list[int] = []
+    agent_sent: Sent | None = None  # the agent's own context, measured while a rewrite stands
+    plans = 0
     n = 0
     for n, turn in enumerate(turns, 1):
         agent = turn.context
@@ -199,10 +202,23 @@ def replay(
             else:
                 context = applied
         sent, shared_messages = meter.measure(context, previous)
-        total = sent.total
-        shared = sent.shared_with(previous, shared_messages) if previous is not None else 0
+        # What the provider counted beyond ctxweb (a system prompt or tools the transcript does
+        # not record, another tokenizer) is sent whatever the policy: it stays, at the head.
+        extra = 0
+        reported = turn.reported_input_tokens
+        if reported is not None:
+            own = sent
+            if context is not agent:
+                own = agent_sent = meter.measure(agent, agent_sent)[0]
+            extra = max(0, reported - own.total)
+        total = sent.total + extra
+        shared = 0  # leading tokens sent as the previous call sent them
+        if previous is not None:
+            shared = sent.shared_with(previous, shared_messages)
+            if shared:
+                shared += min(extra, previous_extra)
         if anthropic:
-            breakpoints = sent.breakpoints()
+            breakpoints = [b + extra for b in sent.breakpoints()]
             read, write = anthropic_cached(
                 shared=shared, breakpoints=breakpoints, previous=previous_breakpoints
             )
@@ -220,6 +236,7 @@ def replay(
             limits = budgets[turn.window, turn.reserve] = budget(turn.window, turn.reserve, trigger)
         compacted = False
         if strategy is not None and limits.over_trigger(total):
+            plans += 1
             try:
                 plan = strategy.plan(context, params, counter=counter, summarizer=summarizer)
             except CompactionError as error:
@@ -241,7 +258,7 @@ def replay(
             TurnReplay(
                 index=turn.index,
                 total=total,
-                regions=sent.all_regions(),
+                regions=sent.all_regions(extra),
                 usable=limits.usable,
                 window=turn.window,
                 over_window=turn.window > 0 and total > limits.usable,
@@ -252,7 +269,7 @@ def replay(
                 cost=cost,
             )
         )
-        previous = sent
+        previous, previous_extra = sent, extra
         ticker.tick(n)
     ticker.end(n)
     facts_lost = FactsLost(by_kind=dict.fromkeys(KINDS, 0))
@@ -265,4 +282,5 @@ def replay(
         errors=tuple(failures),
         facts_lost=facts_lost,
         priced=price is not None,
+        plans=plans,
     )

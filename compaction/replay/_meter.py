@@ -23,7 +23,7 @@ from compaction.messages.model import (
     ToolDefinition,
     ToolResultPart,
 )
-from compaction.regions import message_regions, system_regions
+from compaction.regions import REGIONS, message_regions, system_regions
 from compaction.tokens import TokenCounter
 
 
@@ -75,12 +75,14 @@ class Sent:
         """The call's tokens, as ingest counts a turn."""
         return self.head.end + self.cumulative[-1]
 
-    def all_regions(self) -> dict[str, int]:
-        """The call's regions with tokens, adding up to :attr:`total`."""
+    def all_regions(self, unattributed: int = 0) -> dict[str, int]:
+        """The call's regions with tokens, adding up to :attr:`total` plus ``unattributed``
+        (tokens the provider reported beyond ctxweb's count), in :data:`REGIONS` order."""
         out = dict(self.head.regions)
         for name, tokens in self.regions.items():
             out[name] = out.get(name, 0) + tokens
-        return {name: tokens for name, tokens in out.items() if tokens}
+        out["unattributed"] = unattributed
+        return {name: out[name] for name in REGIONS if out.get(name)}
 
     def breakpoints(self) -> list[int]:
         """The token positions of the call's cache breakpoints, ascending (a breakpoint inside a

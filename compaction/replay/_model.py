@@ -25,12 +25,16 @@ class ReplayTurn:
     ``context`` is what the agent sent (its whole history); consecutive turns should share their
     message objects, which makes a turn cost a lookup per message. ``window`` and ``reserve``
     are the session's context window and output reserve at that call (0 for an unknown window).
+    ``reported_input_tokens`` is the provider's input count for the call when it is known: what
+    it reported beyond ctxweb's count is ``unattributed``, as ingest stores it, and stays in
+    every replayed call (see :mod:`compaction.replay`).
     """
 
     index: int
     context: Context
     window: int
     reserve: int
+    reported_input_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ class ReplayResult:
     errors: tuple[PlanFailure, ...]
     facts_lost: FactsLost
     priced: bool
+    #: how many times the strategy planned (compactions, plans that edited nothing, failures)
+    plans: int = 0
 
     @property
     def input_tokens(self) -> int:
