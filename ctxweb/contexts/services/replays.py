@@ -39,6 +39,8 @@ from django.utils import timezone
 from compaction.cache import price_for
 from compaction.errors import StrategyError
 from compaction.regions import Policy, budget
+from compaction.replay import MAX_TRIGGER_TOKENS, ReplayPolicy, ReplayTurn
+from compaction.replay import replay as walk
 from compaction.strategies import get_strategy
 from compaction.summarizers import FactSummarizer, Summarizer
 from ctxweb.accounts.models import Project
@@ -261,6 +263,10 @@ def replay_policies_validate(policies: Any) -> list[dict[str, Any]]:
             if given.get("trigger") is not None
             else dict(DEFAULT_TRIGGER)
         )
+        if trigger.get("tokens", 0) > MAX_TRIGGER_TOKENS:
+            raise StrategyError(
+                f"{path}.trigger.tokens", f"must be a whole number, 1 to {MAX_TRIGGER_TOKENS:,}"
+            )
         label = given.get("label")
         if label is None or label == "":
             label = f"{strategy} {_trigger_words(trigger)}"
@@ -465,8 +471,6 @@ class _Progress:
 def _inputs(session: Session) -> dict[str, Any]:
     """What every column of a replay of ``session`` walks: its turns and how to count, cache
     and price them."""
-    from compaction.replay import ReplayTurn
-
     turns = [
         ReplayTurn(
             index=index,
@@ -485,10 +489,8 @@ def _inputs(session: Session) -> dict[str, Any]:
     }
 
 
-def _column_policy(session: Session, column: Mapping[str, Any]) -> Any:
+def _column_policy(session: Session, column: Mapping[str, Any]) -> ReplayPolicy:
     """The engine's policy of a stored column (parameters resolved on the session)."""
-    from compaction.replay import ReplayPolicy
-
     strategy = column.get("strategy")
     if strategy is None:
         return ReplayPolicy(label=str(column.get("label") or AS_RECORDED["label"]))
@@ -507,8 +509,6 @@ def _column_policy(session: Session, column: Mapping[str, Any]) -> Any:
 def _column_compute(
     replay: Replay, column: int, inputs: Mapping[str, Any], summarizer: Summarizer | None
 ) -> dict[str, Any]:
-    from compaction.replay import replay as walk
-
     progress = _Progress(replay)
     try:
         result = walk(
