@@ -179,5 +179,20 @@ class TurnDetailApi(APIView):
         return Response(detail)
 
 
+class TurnAttributionApi(APIView):
+    """What fills one turn, item by item: its regions, each with its items largest first (tool
+    definitions by MCP server, tool calls and outputs, files, instruction blocks...), and what
+    changed since the previous turn."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, external_id: str, index: int) -> Response:
+        session = require_session(require_access(request), external_id)
+        turn = selectors.turn_get(session=session, index=index)
+        if turn is None:
+            raise not_found(f"Turn {index}")
+        turn.session = session
+        return Response(selectors.turn_attribution(turn=turn))
+
+
 class TurnsApi(TurnIngestApi, TurnListApi):
     """``sessions/{external_id}/turns``: POST ingests a turn, GET lists them for the chart."""

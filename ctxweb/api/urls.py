@@ -86,6 +86,11 @@ urlpatterns = [
     path("imports/<str:job_id>", imports.ImportDetailApi.as_view(), name="api-import-detail"),
     path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
     path(
+        "sessions/<path:external_id>/turns/<int:index>/attribution",
+        turns.TurnAttributionApi.as_view(),
+        name="api-turn-attribution",
+    ),
+    path(
         "sessions/<path:external_id>/turns/<int:index>",
         turns.TurnDetailApi.as_view(),
         name="api-turn",

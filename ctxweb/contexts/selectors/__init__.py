@@ -10,6 +10,7 @@ from ctxweb.contexts.selectors.artifacts import (
     artifact_keys_stored,
     keys_named,
 )
+from ctxweb.contexts.selectors.attribution import turn_attribution
 from ctxweb.contexts.selectors.audit import audit_list
 from ctxweb.contexts.selectors.exports import (
     EXPORT_FORMATS,
@@ -132,6 +133,7 @@ __all__ = [
     "session_policy",
     "session_totals",
     "session_watchable",
+    "turn_attribution",
     "turn_context",
     "turn_detail",
     "turn_diff",
