@@ -94,7 +94,6 @@ API: dict[str, list[Call]] = {
     ],
     "api-turn": [Call("GET", "/api/v1/sessions/{sid}/turns/0")],
     "api-turn-attribution": [Call("GET", "/api/v1/sessions/{sid}/turns/0/attribution")],
-    "api-turn-attribution": [Call("GET", "/api/v1/sessions/{sid}/turns/0/attribution")],
     "api-strategies": [Call("GET", "/api/v1/strategies", scope="list")],
     "api-preview": [
         Call(
