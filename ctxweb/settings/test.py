@@ -37,3 +37,24 @@ CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa:
 # REDIS_URL is set): tests that start a Celery worker set the servers' environment themselves.
 CTXWEB_RECORDER = "threads"
 CTXWEB_RECORDING_CELERY = False
+
+
+def _redis_of_worker(url: str, worker: str) -> str:
+    """``url`` moved to a Redis database of its own for pytest-xdist worker ``worker`` (gw0 takes
+    the URL's database, gw1 the one below it, and so on), so parallel workers never read each
+    other's channel-layer messages, Celery queues or rate-limit counters. Each worker already has
+    its own PostgreSQL test database (pytest-django's ``_gw<n>`` suffix)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    number = int(worker.removeprefix("gw") or 0)
+    return urlunsplit(parts._replace(path=f"/{(base - number) % 16}"))
+
+
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if REDIS_URL and _WORKER.startswith("gw"):  # noqa: F405
+    REDIS_URL = _redis_of_worker(REDIS_URL, _WORKER)  # noqa: F405
+    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [REDIS_URL]  # noqa: F405
+    CACHES["default"]["LOCATION"] = REDIS_URL  # noqa: F405
+    CELERY_BROKER_URL = REDIS_URL
