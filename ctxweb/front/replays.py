@@ -202,7 +202,7 @@ def _chart(
             {
                 "index": t.get("index", i),
                 "total": t.get("total", 0),
-                "regions": t.get("regions") or {},
+                "regions": {k: v for k, v in (t.get("regions") or {}).items() if v},
                 "window": t.get("window") or window,
                 "over": bool(t.get("over_window")),
                 "compacted": bool(t.get("compacted")),

@@ -76,10 +76,11 @@ def test_no_page_answers_5xx_to_hostile_paths_or_queries(
             "art": quote(value, safe=""),
             "imp": quote(value, safe=""),
             "unr": quote(value, safe=""),
+            "rep": quote(value, safe=""),
         }
         for url in (
             path.format(**ids),
-            path.format(sid="s1", op="1", art="a", imp="1", unr="1")
+            path.format(sid="s1", op="1", art="a", imp="1", unr="1", rep="1")
             + "?"
             + urlencode(dict.fromkeys(QUERY, value)),
         ):
@@ -100,6 +101,16 @@ def test_no_form_answers_5xx_to_hostile_fields(owner: Client, value: str) -> Non
             {"strategy": "baseagent-prune", "params": json.dumps({value: value})},
         ),
         ("/imports/", {"format": value, "prefix": value}),
+        (
+            "/sessions/s1/replays/",
+            {"presets": value, "strategy": value, "params": value, "trigger": value},
+        ),
+        (
+            "/sessions/s1/replays/",
+            {"strategy": "ctxweb-auto", "params": json.dumps({value: value}), "trigger": value},
+        ),
+        ("/sessions/s1/replays/", {"strategy": "nanobot-trim", "trigger_kind": value}),
+        ("/sessions/s1/replays/1/apply/", {"column": value, "target": value}),
         ("/accounts/login/", {"username": value, "password": value}),
     ]
     for path, data in posts:

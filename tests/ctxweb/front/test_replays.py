@@ -15,6 +15,7 @@ from django.test import Client
 from ctxweb.contexts.demo import coding_session
 from ctxweb.contexts.models import Replay, Session
 from ctxweb.contexts.services import replays
+from ctxweb.front.forms import MAX_PARAMS_CHARS, MAX_TRIGGER_CHARS
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
@@ -502,3 +503,36 @@ def test_apply_answers_post_only(world: World, inline: Any) -> None:
     replay, _ = replay_now(world, inline, presets=("BaseAgent",))
     response = logged_in(world, world.owner).get(f"/sessions/{SESSION}/replays/{replay.pk}/apply/")
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("field", "limit"), [("params", MAX_PARAMS_CHARS), ("trigger", MAX_TRIGGER_CHARS)]
+)
+def test_the_custom_row_is_read_up_to_its_bound(world: World, field: str, limit: int) -> None:
+    ingest(world, bodies=BODIES[:3])
+    client = logged_in(world, world.owner)
+
+    def post(size: int) -> tuple[int, str]:
+        if field == "params":  # a JSON object of exactly ``size`` characters
+            value = json.dumps({"keep_recent_outputs": ""})
+            value = json.dumps({"keep_recent_outputs": "9" * (size - len(value))})
+        else:
+            value = "0." + "5" * (size - 2)
+        assert len(value) == size
+        response = client.post(
+            f"/sessions/{SESSION}/replays/", {"strategy": "ctxweb-auto", field: value}
+        )
+        html = unescape(response.content.decode())
+        found = re.search(rf'<p class="error" id="replay-{field}-error">(.*?)</p>', html, re.S)
+        return response.status_code, found.group(1) if found else ""
+
+    status, error = post(limit)
+    if field == "params":  # read whole, and refused by the strategy: a string, not a number
+        assert status == 400
+        assert "keep_recent_outputs" in error
+    else:
+        assert (status, error) == (302, "")
+        assert Replay.objects.get().policies[1]["trigger"] == {"fraction": float("0." + "5" * 22)}
+    status, error = post(limit + 1)
+    assert status == 400
+    assert error == f"Ensure this value has at most {limit} characters (it has {limit + 1})."
