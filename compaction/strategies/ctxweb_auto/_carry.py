@@ -9,7 +9,9 @@ gets its facts grouped by the file each tool call worked on, before its pointer 
 When the room runs out, the fact lists' commas give way first (written compact, spaces only),
 then the summary's prose (its goal and next steps last), the digests' quotes of a turn's last
 reply and their tools lines, then the facts that cost the most tokens (an error name is kept
-before any other): the room keeps as many facts as it can buy.
+before any other): the room keeps as many facts as it can buy. A long URL the room cannot buy
+whole is written short rather than not at all (its host and path, or its host and last
+segment: :func:`~._facts.short_url`), when that costs no fact written whole.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from compaction.strategies.ctxweb_auto._facts import (
     grouped_lines,
     message_facts,
     part_facts,
+    short_url,
 )
 from compaction.strategies.ctxweb_auto._give import unquote
 from compaction.strategies.ctxweb_auto._steps import Sources
@@ -199,21 +202,24 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
         _assign(carriers, lost)
     chosen = _choose(draft, carriers, room)
     carried = 0
-    for carrier, new, count in chosen:
+    for carrier, new, count, short in chosen:
         message = draft.messages[carrier.position]
         cost = draft.tokens(new) - draft.tokens(message)
         draft.messages[carrier.position] = new
         if carrier.part is None and id(message) in inserted:
             inserted[id(new)] = (new, inserted.pop(id(message))[1])
-        _record(draft, carrier, cost, count)
+        _record(draft, carrier, cost, count, short)
         total += cost
+        # a URL written short is still lost whole: it counts among the lost facts
         carried += count
     return total, len(lost) - carried, len(wanted)
 
 
-def _choose(
-    draft: Draft, carriers: list[_Carrier], room: int
-) -> list[tuple[_Carrier, Message, int]]:
+#: A carrier's new message, how many facts it carries whole, and how many URLs it writes short.
+_Chosen = tuple[_Carrier, Message, int, int]
+
+
+def _choose(draft: Draft, carriers: list[_Carrier], room: int) -> list[_Chosen]:
     """Each carrier's new message and how many facts it carries, within ``room`` tokens.
 
     When every assigned fact fits, every one is written, their lists separated by commas. When
@@ -221,7 +227,9 @@ def _choose(
     way first), and the most facts the room buys: errors first, then the cheapest facts (fewest
     tokens) of all the carriers, so one long path does not cost ten names; a carrier's facts
     are still written in kind order. The longest prefix of that order whose lines fit is found
-    by bisection, each carrier's line rendered once per number of its facts."""
+    by bisection, each carrier's line rendered once per number of its facts. Then the long URLs
+    left out are written short (:func:`~._facts.short_url`), the shortest first, in the room
+    left: no fact written whole gives way for them."""
     live = [c for c in carriers if c.facts]
     if not live or room <= 0:
         return []
@@ -230,8 +238,13 @@ def _choose(
 
 
 def _chosen(
-    draft: Draft, live: list[_Carrier], room: int, *, compact: bool, whole_only: bool = False
-) -> list[tuple[_Carrier, Message, int]] | None:
+    draft: Draft,
+    live: list[_Carrier],
+    room: int,
+    *,
+    compact: bool,
+    whole_only: bool = False,
+) -> list[_Chosen] | None:
     """:func:`_choose` with one way of writing the lists; None, with ``whole_only``, when not
     every fact fits."""
     befores = {id(c): draft.tokens(draft.messages[c.position]) for c in live}
@@ -246,13 +259,14 @@ def _chosen(
     for _, carrier, fact in order:
         own.setdefault(id(carrier), []).append(fact)
 
+    def lines(carrier: _Carrier, facts: list[Fact]) -> tuple[Message | None, int]:
+        new = _render(carrier, draft.messages[carrier.position], sorted(facts, key=_rank), compact)
+        return new, 0 if new is None else draft.tokens(new) - befores[id(carrier)]
+
     def render(carrier: _Carrier, count: int) -> tuple[Message | None, int]:
         key = (id(carrier), count)
         if key not in renders:
-            facts = sorted(own[id(carrier)][:count], key=_rank)
-            new = _render(carrier, draft.messages[carrier.position], facts, compact)
-            cost = 0 if new is None else draft.tokens(new) - befores[id(carrier)]
-            renders[key] = (new, cost)
+            renders[key] = lines(carrier, own[id(carrier)][:count])
         return renders[key]
 
     def prefix(k: int) -> dict[int, int]:
@@ -278,16 +292,39 @@ def _chosen(
                 hi = mid - 1
         k = lo
     counts = prefix(k)
+    written = {id(c): own[id(c)][: counts.get(id(c), 0)] for c in live}
+    news = {id(c): render(c, counts[id(c)]) for c in live if counts.get(id(c))}
+    spent = sum(cost for _, cost in news.values())
+    # the long URLs left out, written short in the room left (their host and path, or host and
+    # last segment, still tell the model where to look), the shortest first; a URL written
+    # short is not carried: its whole text is still lost
+    shorts: dict[int, int] = {}
+    candidates = []
+    for _, carrier, fact in order[k:]:
+        short = short_url(fact[1]) if fact[0] == "urls" else None
+        if short is not None:
+            candidates.append((draft.text_tokens(short), short, carrier))
+    for tokens, short, carrier in sorted(candidates, key=lambda item: item[:2]):
+        if room - spent < tokens:
+            break
+        trial = [*written[id(carrier)], ("urls", short)]
+        new, now = lines(carrier, trial)
+        before = news[id(carrier)][1] if id(carrier) in news else 0
+        if new is None or spent - before + now > room:
+            continue
+        spent += now - before
+        written[id(carrier)], news[id(carrier)] = trial, (new, now)
+        shorts[id(carrier)] = shorts.get(id(carrier), 0) + 1
     chosen = []
     for carrier in live:
-        count = counts.get(id(carrier), 0)
-        new = render(carrier, count)[0] if count else None
+        new = news[id(carrier)][0] if id(carrier) in news else None
         if new is not None:
-            chosen.append((carrier, new, count))
+            short_count = shorts.get(id(carrier), 0)
+            chosen.append((carrier, new, len(written[id(carrier)]) - short_count, short_count))
     return chosen
 
 
-def _record(draft: Draft, carrier: _Carrier, cost: int, count: int) -> None:
+def _record(draft: Draft, carrier: _Carrier, cost: int, count: int, short: int = 0) -> None:
     """The edit that made or shrank the carrier now reports what the context holds."""
     origin = draft.origin[carrier.position]
     index = origin if origin is not None else carrier.position
@@ -298,5 +335,7 @@ def _record(draft: Draft, carrier: _Carrier, cost: int, count: int) -> None:
             continue
         if edit.message_index == index and edit.part_index == carrier.part:
             detail = f"{edit.detail}; carries {count} facts"
+            if short:
+                detail += f" and {short} URLs written short"
             draft.edits[k] = replace(edit, tokens_after=edit.tokens_after + cost, detail=detail)
             return

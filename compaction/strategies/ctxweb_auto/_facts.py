@@ -9,7 +9,8 @@ of what it replaced that the rest of the context no longer shows, each once.
 
 A carried fact is written as readable text the model can use: one ``facts:`` line of kinds
 (``files``, ``errors``, ``urls``, ``names``), or, for several tool calls at once, one line per
-file the calls worked on with the facts found around it.
+file the calls worked on with the facts found around it. When room is short, a long URL can be
+written short (:func:`short_url`): its host and path, or its host and its path's last segment.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "grouped_lines",
     "message_facts",
     "part_facts",
+    "short_url",
     "text_facts",
 ]
 
@@ -221,6 +223,45 @@ def message_facts(message: Message) -> frozenset[Fact]:
     for part in message.parts:
         found |= part_facts(part)
     return frozenset(found)
+
+
+#: A URL still longer than this many characters without its query and fragment is written short
+#: as its host and its path's last segment: in a package index's or a CDN's URLs (a hash per
+#: directory) the last segment is the name that tells one from another.
+LONG_URL = 60
+#: What stands for the path segments a short URL leaves out.
+ELIDED = "…"
+
+
+def short_url(url: str) -> str | None:
+    """``url`` written shorter, for when the room left cannot hold it whole: without its query
+    and fragment, and, when still longer than :data:`LONG_URL` characters with three path
+    segments or more, as its scheme and host, ``/…/`` and its path's last segment. ``None`` when
+    no shorter form keeps its host.
+
+    Example:
+        >>> short_url("https://x.org/a/b?session=1f2e3d4c#top")
+        'https://x.org/a/b'
+        >>> short_url("https://files.pythonhosted.org/packages/3f/6f/e3dd751f/sympy-1.14.0.whl")
+        'https://files.pythonhosted.org/…/sympy-1.14.0.whl'
+        >>> short_url("https://x.org/a/b") is None
+        True
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return None
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    host, _, path = rest.partition("/")
+    if not host:
+        return None
+    short = f"{scheme}://{rest}".rstrip(_TRAILING)
+    segments = [segment for segment in path.split("/") if segment]
+    if len(short) > LONG_URL and len(segments) >= 3:
+        tail = segments[-1].rstrip(_TRAILING)
+        elided = f"{scheme}://{host}/{ELIDED}/{tail}"
+        if tail and len(elided) < len(short):
+            short = elided
+    return short if len(short) < len(url) else None
 
 
 def _ordered(facts: Iterable[Fact]) -> list[Fact]:
