@@ -371,3 +371,66 @@ def test_proxied_calls_are_recorded_by_a_real_worker_from_the_durable_queue(
     assert not PendingCall.objects.exists()
     assert "ctxweb.tasks.recordings_drain" in "".join(worker.lines), worker.output
     assert not list((tmp_path / "recordings").iterdir())
+
+
+def test_a_real_worker_replays_a_session_one_task_a_column_with_live_progress(
+    world: World, start_worker: Callable[..., Worker]
+) -> None:
+    """A replay in the production shape: the replay's task sends one task a column (so columns
+    run in parallel on as many workers as there are), the last column to land finishes it, and
+    its progress and end reach the session's socket through channels-redis."""
+    worker = start_worker()
+    for step in range(4):
+        post_turn(world, body(history(step + 1)))
+    client = Client()
+    client.force_login(world.owner)
+    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    policies = [
+        {"label": "outputs cut", "strategy": "baseagent-middle-out", "trigger": {"tokens": 1000}},
+        {"strategy": "ctxweb-auto", "params": {"target_fraction": 0.3}},
+    ]
+
+    def start_replay() -> int:
+        response = world.api(world.operator_key).post(
+            "/api/v1/sessions/prod/replays", data={"policies": policies}, format="json"
+        )
+        assert response.status_code == 202, response.content
+        return int(response.json()["id"])
+
+    async def scenario() -> tuple[int, list[dict[str, Any]]]:
+        communicator = WebsocketCommunicator(
+            application, "/ws/sessions/prod/", headers=[ORIGIN, cookie]
+        )
+        connected, _ = await communicator.connect(timeout=10)
+        assert connected
+        assert (await communicator.receive_json_from(timeout=10))["type"] == "hello"
+        replay_id = await sync_to_async(start_replay)()
+        seen: list[dict[str, Any]] = []
+        while not seen or seen[-1]["type"] != "replay.finished":
+            seen.append(await communicator.receive_json_from(timeout=RUN_SECONDS))
+        await communicator.disconnect()
+        return replay_id, seen
+
+    replay_id, seen = async_to_sync(scenario)()
+    assert seen[-1]["status"] == "succeeded", (seen[-1], worker.output)
+    assert seen[-1]["replay"] == replay_id
+    done = [m["done"] for m in seen if m["type"] == "replay.progress"]
+    assert done == sorted(done)
+    assert done[-1] == 4 * 3
+    detail = world.api(world.ingest_key).get(f"/api/v1/sessions/prod/replays/{replay_id}").json()
+    assert detail["done"] == detail["total"] == 4 * 3
+    totals = list(
+        Session.objects.get(external_id="prod")
+        .turns.order_by("index")
+        .values_list("total_tokens", flat=True)
+    )
+    recorded, cut, auto = detail["results"]
+    assert [t["total"] for t in recorded["turns"]] == totals
+    assert cut["compactions"][0]["turn"] == 0
+    assert len(auto["turns"]) == 4
+    received = [
+        line
+        for line in worker.lines
+        if "ctxweb.tasks.replay_run_column[" in line and "received" in line
+    ]
+    assert len(received) == 3, worker.output  # one task a column
