@@ -76,8 +76,9 @@ def _replay_or_404(session: Session, raw: str) -> Replay:
 # --- the list and the form ----------------------------------------------------------------------
 
 
-def _form(session: Session, data: Any = None) -> ReplayForm:
-    presets = replays.replay_presets(session=session) if session.turn_count else []
+def _form(session: Session, data: Any = None, *, shown: bool = True) -> ReplayForm:
+    """The policies form; its presets only where it is shown (an operator, a session with turns)."""
+    presets = replays.replay_presets(session=session) if shown and session.turn_count else []
     strategies = [entry["id"] for entry in planning.strategy_catalog()]
     return ReplayForm(data, presets=presets, strategies=strategies, maximum=replays.MAX_POLICIES)
 
@@ -140,7 +141,7 @@ def replay_list(request: HttpRequest, external_id: str) -> HttpResponse:
                 return redirect("session-replay", session.external_id, replay.pk)
         status = 400
     else:
-        form = _form(session)
+        form = _form(session, shown=access.can_operate)
     rows = [
         _row(replay, url=reverse("session-replay", args=[session.external_id, replay.pk]))
         for replay in selectors.replay_list(session=session)
@@ -206,7 +207,6 @@ def _chart(
                 "window": t.get("window") or window,
                 "over": bool(t.get("over_window")),
                 "compacted": bool(t.get("compacted")),
-                "cost": t.get("cost"),
             }
             for i, t in enumerate(turns)
         ],

@@ -201,6 +201,7 @@ def test_without_a_socket_the_page_polls_its_progress_to_the_results(
     page.goto(f"{live_server.url}/sessions/{SESSION}/replays/")
     row = page.locator(f"#replay-{replay.pk}")
     assert row.locator("progress").get_attribute("value") == str(replay.total // 2)
+    shot(page, "replays-list-running")
     page.goto(f"{live_server.url}/sessions/{SESSION}/replays/{replay.pk}/")
     assert page.locator("table.comparison").count() == 0
     _finish(replay)
