@@ -430,6 +430,12 @@ CTXWEB_RECORDING_SWEEP_SECONDS = envint("CTXWEB_RECORDING_SWEEP_SECONDS", 30)
 # at most this many per project, the oldest dropped first; each body up to CTXWEB_MAX_REQUEST_BYTES.
 CTXWEB_UNREAD_CALLS_PER_PROJECT = envint("CTXWEB_UNREAD_CALLS_PER_PROJECT", 1000)
 
+# Replays (ctxweb.contexts.services.replays): a session keeps its newest CTXWEB_REPLAYS_KEPT (older
+# finished ones are deleted when one is created); a project runs at most
+# CTXWEB_REPLAYS_ACTIVE_PER_PROJECT at once (the next is refused: 429 through the API).
+CTXWEB_REPLAYS_KEPT = envint("CTXWEB_REPLAYS_KEPT", 20)
+CTXWEB_REPLAYS_ACTIVE_PER_PROJECT = envint("CTXWEB_REPLAYS_ACTIVE_PER_PROJECT", 2)
+
 CTXWEB_LLM_PROVIDER = os.environ.get("CTXWEB_LLM_PROVIDER", "")
 CTXWEB_LLM_BASE_URL = os.environ.get("CTXWEB_LLM_BASE_URL", "")
 CTXWEB_LLM_MODEL = os.environ.get("CTXWEB_LLM_MODEL", "")
