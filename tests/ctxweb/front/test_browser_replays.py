@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +23,9 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts.demo import coding_session
 from ctxweb.contexts.models import Replay, Session
 from ctxweb.contexts.services import replays, turn_ingest
-from tests.support.browser import log_in, off_loop, shot
+from tests.support.browser import PASSWORD, USERNAME, log_in, off_loop, require_chromium, shot
+from tests.support.servers import create_key, embedded_env, free_port
+from tests.support.servers import live_server as serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -63,6 +67,15 @@ def _ingest(project: Project) -> None:
             turn_id=body["turn_id"],
             context_window=WINDOW,
         )
+
+
+def until(page: Any, condition: Callable[[], bool], seconds: float = 30) -> None:
+    """Let the page's events run until ``condition`` holds (Playwright calls back between)."""
+    for _ in range(int(seconds * 10)):
+        if condition():
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("the condition never held")
 
 
 def test_an_operator_replays_three_presets_and_makes_one_the_project_default(
@@ -167,8 +180,7 @@ def test_the_progress_bar_follows_the_sockets_events_to_the_results(
     bar = page.locator("#replay-state progress[data-replay-progress]")
     assert bar.get_attribute("value") == str(replay.total // 2)
     assert bar.get_attribute("max") == str(replay.total)
-    page.wait_for_function("() => true")
-    assert len(sockets) == 1
+    until(page, lambda: len(sockets) == 1)
     socket = sockets[0]
     assert f"/ws/sessions/{SESSION}/?project={project.pk}" in socket.url
     event = {"type": "replay.progress", "replay": replay.pk, "total": replay.total}
@@ -208,3 +220,66 @@ def test_without_a_socket_the_page_polls_its_progress_to_the_results(
     # the live server speaks no WebSocket: the page asks ?format=json until it has finished
     page.wait_for_selector("table.comparison", timeout=30_000)
     assert page.locator("figure.replay-chart").count() == 3
+
+
+# --- end to end: the embedded server, its real socket ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """``python -m ctxweb.server`` in the embedded shape (SQLite, in-memory channel layer, the
+    replay in a thread of its process): its URL and an operator key of project ``alpha``."""
+    require_chromium()  # checked first: no server is started for a skipped test
+    env = embedded_env(tmp_path_factory.mktemp("ctxweb-replays"))
+    key = create_key(env, project="alpha", role="operator", owner=USERNAME, password=PASSWORD)
+    port = free_port()
+    env["PORT"] = str(port)  # the page's socket opens only from the origins the server serves
+    with serving(env, port=port) as running:
+        yield running.url, key
+
+
+def _post_turns(url: str, key: str) -> None:
+    for body in BODIES:
+        request = urllib.request.Request(
+            f"{url}/api/v1/sessions/{SESSION}/turns",
+            data=json.dumps({**body, "context_window": WINDOW}).encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 201
+
+
+def test_the_embedded_servers_socket_carries_a_replay_to_its_results(
+    embedded: tuple[str, str], page: Any
+) -> None:
+    url, key = embedded
+    _post_turns(url, key)
+    log_in(page, url)
+    # The session page, open before the replay starts, hears every event of it.
+    frames: list[dict[str, Any]] = []
+    page.on(
+        "websocket",
+        lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))),
+    )
+    page.goto(f"{url}/sessions/{SESSION}/")
+    page.wait_for_function("() => window.ctxwebLive && window.ctxwebLive.state() === 1")
+
+    replaying = page.context.new_page()
+    replaying.goto(f"{url}/sessions/{SESSION}/replays/")
+    for label in PICKED:
+        replaying.get_by_label(label, exact=False).first.check()
+    replaying.click("#replay-submit")
+    replaying.wait_for_url(re.compile(rf"/sessions/{SESSION}/replays/\d+/$"))
+    replay_id = int(replaying.url.rstrip("/").rsplit("/", 1)[1])
+    replaying.wait_for_selector("table.comparison", timeout=60_000)
+    assert replaying.locator("figure.replay-chart").count() == 4
+    shot(replaying, "replay-embedded-results")
+
+    until(page, lambda: any(f["type"] == "replay.finished" for f in frames))
+    ours = [f for f in frames if f.get("replay") == replay_id]
+    progress = [f["done"] for f in ours if f["type"] == "replay.progress"]
+    assert progress == sorted(progress)
+    assert [f["status"] for f in ours if f["type"] == "replay.finished"] == ["succeeded"]
+    assert ours[-1]["type"] == "replay.finished"
+    assert ours[-1]["done"] == ours[-1]["total"] == 4 * len(BODIES)
