@@ -140,7 +140,8 @@ def main() -> None:
             auto_seconds = seconds
         cost = totals["cost"]
         rows.append(
-            f"| {label} | {seconds:.2f} | {totals['compactions']} | {len(result.errors)}"
+            f"| {label} | {seconds:.2f} | {result.plans} | {totals['compactions']}"
+            f" | {len(result.errors)}"
             f" | {totals['input_tokens']:,} | {totals['cache_read']:,} | {totals['peak_tokens']:,}"
             f" | {totals['peak_fill']:.3f} | {totals['turns_over_window']}"
             f" | {'-' if cost is None else f'${cost:,.2f}'} | {totals['facts_lost']} | {calls} |"
@@ -160,7 +161,10 @@ def main() -> None:
             f" counter, the {rule} cache rule and {model}'s list price. Seconds: the whole"
             " `replay()` call, tokenizing included. The strategies run with their defaults"
             " (window and reserve from the session) and the offline summarizer; the trigger is"
-            " a fraction of usable. Progress: how many times `progress` was called.",
+            " a fraction of usable. Plans: how many times the strategy planned (at each call"
+            " over the trigger; a plan that edits nothing is no compaction, and the policy"
+            " plans again at the next call). Turns over: calls above the usable limit. Progress:"
+            " how many times `progress` was called.",
             "",
             verdict,
         ]
@@ -172,6 +176,7 @@ def main() -> None:
         [
             "policy",
             "seconds",
+            "plans",
             "compactions",
             "failed plans",
             "input tokens",

@@ -238,7 +238,9 @@ def replay(
         if strategy is not None and limits.over_trigger(total):
             plans += 1
             try:
-                plan = strategy.plan(context, params, counter=counter, summarizer=summarizer)
+                plan = strategy.plan(
+                    context, params, counter=counter, summarizer=summarizer, memo=meter.memo
+                )
             except CompactionError as error:
                 failures.append(PlanFailure(turn.index, str(error) or type(error).__name__))
             else:

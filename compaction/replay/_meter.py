@@ -23,7 +23,7 @@ from compaction.messages.model import (
     ToolDefinition,
     ToolResultPart,
 )
-from compaction.regions import REGIONS, message_regions, system_regions
+from compaction.regions import REGIONS, RegionMemo, system_regions
 from compaction.tokens import TokenCounter
 
 
@@ -124,7 +124,9 @@ class Meter:
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
-        self._known: dict[int, tuple[Message, dict[str, int], int, bool]] = {}
+        #: every message's regions, shared with the plans (which split the same messages)
+        self.memo = RegionMemo()
+        self._known: dict[int, tuple[Message, Mapping[str, int], int, bool]] = {}
         self._facts: dict[int, tuple[Message, frozenset[Fact]]] = {}
         self._identities: dict[int, tuple[Message, str]] = {}
 
@@ -160,10 +162,10 @@ class Meter:
             return True
         return self.same_from(messages, prefix, strict_prefix(messages, prefix)) == len(prefix)
 
-    def _message(self, message: Message) -> tuple[Message, dict[str, int], int, bool]:
+    def _message(self, message: Message) -> tuple[Message, Mapping[str, int], int, bool]:
         known = self._known.get(id(message))
         if known is None or known[0] is not message:
-            regions = message_regions(message, self.counter)
+            regions = self.memo.regions(message, self.counter)
             known = (message, regions, sum(regions.values()), _marked(message))
             self._known[id(message)] = known
         return known

@@ -31,7 +31,7 @@ from compaction.messages.model import Context, Message, Part, TextPart
 from compaction.turns import is_configuration
 
 if TYPE_CHECKING:
-    from compaction.regions import RegionTotals
+    from compaction.regions import RegionMemo, RegionTotals
     from compaction.summarizers import Summarizer
     from compaction.tokens import TokenCounter
 
@@ -448,6 +448,7 @@ class Strategy(ABC):
         *,
         counter: TokenCounter,
         summarizer: Summarizer | None = None,
+        memo: RegionMemo | None = None,
     ) -> Plan:
         """Compute what this strategy would do to ``context``. Pure: writes nothing.
 
@@ -457,6 +458,8 @@ class Strategy(ABC):
             counter: the token counter for edits and region totals (it caches by content).
             summarizer: used by summarizing strategies; defaults to the offline
                 :class:`~compaction.summarizers.FactSummarizer`.
+            memo: the messages' regions already split with this counter's encoding, for a job
+                that plans many contexts sharing their messages (a replay); a new one if None.
         """
         from compaction.regions import RegionMemo, context_regions
 
@@ -473,7 +476,7 @@ class Strategy(ABC):
         edits: Sequence[Edit] = draft.edits
         if pinned:
             result, edits = _put_back(context, pinned, draft)
-        memo = RegionMemo()
+        memo = memo if memo is not None else RegionMemo()
         before = context_regions(context, counter, memo=memo)
         after = context_regions(result, counter, memo=memo)
         if after.total > before.total:
