@@ -1,12 +1,12 @@
 """The queue between relaying a call and recording it (:class:`PendingCall`).
 
 The proxy writes each call's raw exchange first, cheaply, and never parses on the caller's path:
-:func:`recording_open` writes the request to ``CTXWEB_DATA_DIR/recordings/<spool>.request`` and
-adds the row as the answer starts, the relay appends the answer to ``<spool>.answer`` chunk by
-chunk before relaying it, and :func:`recording_close` queues the call once its answer has gone
-back whole. Recorders drain the queue (:func:`recordings_drain`): Celery workers in the
-production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
-``CTXWEB_RECORDING_WORKERS`` threads of the web process.
+:func:`spool_write` writes the request to ``CTXWEB_DATA_DIR/recordings/<spool>.request`` (and
+what the call is to ``<spool>.call``) before the answer starts, the relay appends the answer to
+``<spool>.answer`` chunk by chunk before relaying it, and :func:`recording_queue` adds the call's
+row once its answer has gone back whole. Recorders drain the queue (:func:`recordings_drain`):
+Celery workers in the production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker),
+else ``CTXWEB_RECORDING_WORKERS`` threads of the web process.
 
 - **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all and
   ``CTXWEB_RECORDING_PROJECT_BYTES`` per project; a call past a bound is relayed all the same and
@@ -16,10 +16,10 @@ production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
   :data:`SLICE_SECONDS`, then queues it again behind the others: one project's burst waits behind
   itself, and delays another's recording by at most a slice per busy lane.
 - **Durable**: the queue is rows and files. A recorder that dies leaves its call ``working`` until
-  its lease (``CTXWEB_RECORDING_LEASE``) ends; a web process that dies mid-answer leaves it
-  ``receiving``. :func:`recordings_sweep` (at each web process's start, then periodically) takes
-  them up again: a call whose answer had been relayed whole is recorded, any other dropped (its
-  caller did not get it whole either).
+  its lease (``CTXWEB_RECORDING_LEASE``) ends; a web process that dies mid-answer leaves its
+  files and no row (the sweep adds it as ``receiving``). :func:`recordings_sweep` (at each web
+  process's start, then periodically) takes them up again: a call whose answer had been relayed
+  whole is recorded, any other dropped (its caller did not get it whole either).
 - **Visible**: a call that cannot be recorded after ``CTXWEB_RECORDING_ATTEMPTS`` tries becomes an
   unread call, raw, with the error, on its session's page.
 """
@@ -173,63 +173,6 @@ def recording_queue(
     return True
 
 
-def recording_open(
-    *,
-    project_id: int,
-    key_id: int,
-    spool: str,
-    call: dict[str, Any],
-    request_body: bytes,
-) -> int:
-    """Queue a call as ``receiving`` (its answer is being relayed), writing its request first
-    unless :func:`spool_write` has; the row's id (for :func:`recording_close`)."""
-    try:
-        if not request_path(spool).exists():
-            request_path(spool).write_bytes(request_body)
-        with _writing():
-            return PendingCall.objects.create(
-                project_id=project_id,
-                key_id=key_id,
-                lane=lane_for(project_id, key_id, call.get("session")),
-                call=call,
-                spool=spool,
-                size=len(request_body),
-                owner=owner(),
-            ).pk
-    finally:
-        close_old_connections()
-
-
-def recording_close(*, pending_id: int, answer_bytes: int, complete: bool) -> bool:
-    """:func:`recording_queue` for a call :func:`recording_open` queued as ``receiving``."""
-    with _writing():
-        queued = _close(pending_id, answer_bytes, complete)
-    if queued:
-        recordings_dispatch(queued)
-    return bool(queued)
-
-
-def _close(pending_id: int, answer_bytes: int, complete: bool) -> str:
-    """:func:`recording_close`'s writes; the lane to drain when the call was queued."""
-    try:
-        pending = PendingCall.objects.select_related("project").filter(pk=pending_id).first()
-        if pending is None:  # its project was deleted meanwhile
-            return ""
-        if not complete and not _whole(pending):
-            _discard(pending)
-            return ""
-        full = _over_bounds(pending.project_id, pending.size + answer_bytes, pending.pk)
-        if full:
-            _unread(pending, full, keep_bodies=False)
-            return ""
-        updated = PendingCall.objects.filter(pk=pending.pk, state=PendingCall.RECEIVING).update(
-            state=PendingCall.PENDING, size=F("size") + answer_bytes
-        )
-        return pending.lane if updated else ""
-    finally:
-        close_old_connections()
-
-
 def _whole(pending: PendingCall) -> bool:
     """Whether the answer on disk is whole though its relaying did not reach the end: a stream
     whose last event was relayed (an SDK leaves as soon as it reads it), or an answer of the
@@ -252,15 +195,13 @@ _TOTALS: dict[str, Any] = {"at": -1e9, "all": 0, "projects": {}}
 _TOTALS_LOCK = threading.Lock()
 
 
-def _queued_bytes(project_id: int, exclude: int | None) -> tuple[int, int]:
+def _queued_bytes(project_id: int) -> tuple[int, int]:
     """Bytes waiting in the queue (recent to within :data:`TOTALS_SECONDS`, plus what this
     process queued since): in all, and of the project."""
     with _TOTALS_LOCK:
         stale = time.monotonic() - _TOTALS["at"] > TOTALS_SECONDS
-    if stale or exclude is not None:
+    if stale:
         rows = PendingCall.objects.exclude(state=PendingCall.RECEIVING)
-        if exclude is not None:
-            rows = rows.exclude(pk=exclude)
         projects = {
             row["project_id"]: row["total"]
             for row in rows.values("project_id").annotate(total=Sum("size")).order_by()
@@ -277,9 +218,9 @@ def _counted(project_id: int, size: int) -> None:
         _TOTALS["projects"][project_id] = _TOTALS["projects"].get(project_id, 0) + size
 
 
-def _over_bounds(project_id: int, size: int, exclude: int | None = None) -> str:
+def _over_bounds(project_id: int, size: int) -> str:
     """Why the queue cannot take a call of ``size`` bytes (``""``: it can, and it is counted)."""
-    waiting, own = _queued_bytes(project_id, exclude)
+    waiting, own = _queued_bytes(project_id)
     if waiting + size > settings.CTXWEB_RECORDING_QUEUE_BYTES:
         return (
             f"ctxweb's recording queue was full ({waiting + size} bytes waiting, over"

@@ -54,17 +54,18 @@ def request_for(history: list[str]) -> bytes:
     return json.dumps({"model": "gpt-4o", "messages": messages}).encode()
 
 
-def enqueue(
+def spool(
     project: Project,
     history: list[str],
     *,
-    session: str | None = "queued",
+    session: str | None,
     key_id: int = 1,
-    close: bool = True,
-) -> tuple[int, str]:
-    """Spool a call as the relay does (row, request, answer), then queue it (``close``)."""
-    spool = recording.spool_new()
-    answer = json.dumps(ANSWER).encode()
+    answer: bytes | None = None,
+) -> tuple[str, dict[str, Any], bytes]:
+    """Write a call's files as the relay does (what it is and its request, then its answer):
+    its spool name, its ``call`` and its request."""
+    name = recording.spool_new()
+    answer = json.dumps(ANSWER).encode() if answer is None else answer
     call = {
         "format": "openai-chat",
         "streamed": False,
@@ -73,19 +74,39 @@ def enqueue(
         "events": [],
         "content_encoding": "",
         "window_headers": [],
-        "length": len(answer),
+        "length": len(json.dumps(ANSWER).encode()),
     }
-    pk = recording.recording_open(
+    request = request_for(history)
+    recording.spool_write(
+        project_id=project.pk, key_id=key_id, spool=name, call=call, request_body=request
+    )
+    recording.answer_path(name).write_bytes(answer)
+    return name, call, request
+
+
+def enqueue(
+    project: Project, history: list[str], *, session: str | None = "queued", key_id: int = 1
+) -> str:
+    """Spool a call and queue it once its answer has gone back whole, as the relay does; its
+    spool name."""
+    name, call, request = spool(project, history, session=session, key_id=key_id)
+    recording.recording_queue(
         project_id=project.pk,
         key_id=key_id,
-        spool=spool,
+        spool=name,
         call=call,
-        request_body=request_for(history),
+        request_bytes=len(request),
+        answer_bytes=recording.answer_path(name).stat().st_size,
+        complete=True,
     )
-    recording.answer_path(spool).write_bytes(answer)
-    if close:
-        recording.recording_close(pending_id=pk, answer_bytes=len(answer), complete=True)
-    return pk, spool
+    return name
+
+
+def left_by_a_dead_relay(name: str) -> None:
+    """Name a process that is gone as the one that relayed the spooled call ``name``."""
+    what = json.loads(recording.call_path(name).read_bytes())
+    what["owner"] = f"{socket.gethostname()}:{dead_pid()}"
+    recording.call_path(name).write_bytes(json.dumps(what).encode())
 
 
 @pytest.fixture
@@ -94,13 +115,14 @@ def project(world: Any) -> Project:
 
 
 def test_a_queued_call_is_recorded_and_its_files_removed(project: Project) -> None:
-    pk, spool = enqueue(project, ["Build it."])
+    name = enqueue(project, ["Build it."])
     recording.recordings_idle(30)
     session = Session.objects.get(project=project, external_id="queued")
     assert session.turns.count() == 1
-    assert not PendingCall.objects.filter(pk=pk).exists()
-    assert not recording.request_path(spool).exists()
-    assert not recording.answer_path(spool).exists()
+    assert not PendingCall.objects.filter(spool=name).exists()
+    assert not recording.request_path(name).exists()
+    assert not recording.answer_path(name).exists()
+    assert not recording.call_path(name).exists()
 
 
 def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Project) -> None:
@@ -116,12 +138,11 @@ def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Proje
 
 
 def test_two_recorders_never_hold_one_lane_and_a_dead_recorders_lease_ends(
-    project: Project, settings: Any
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings.CTXWEB_RECORDING_WORKERS = 1
-    first, _ = enqueue(project, ["One."], close=False)
-    second, _ = enqueue(project, ["One.", "Two."], close=False)
-    PendingCall.objects.filter(pk__in=(first, second)).update(state=PendingCall.PENDING)
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)  # no recorder runs
+    first = PendingCall.objects.get(spool=enqueue(project, ["One."])).pk
+    enqueue(project, ["One.", "Two."])
     lane = PendingCall.objects.get(pk=first).lane
     held = recording._claim(lane)
     assert held is not None
@@ -157,12 +178,12 @@ def test_a_call_past_the_queues_bound_is_kept_visible_not_lost(
     project: Project, settings: Any
 ) -> None:
     settings.CTXWEB_RECORDING_PROJECT_BYTES = 10
-    pk, spool = enqueue(project, ["Too much."], session="bounded")
-    assert not PendingCall.objects.filter(pk=pk).exists()
+    name = enqueue(project, ["Too much."], session="bounded")
+    assert not PendingCall.objects.filter(spool=name).exists()
     unread = UnreadCall.objects.get(project=project)
     assert "CTXWEB_RECORDING_PROJECT_BYTES" in unread.error
     assert unread.external_id == "bounded"
-    assert not recording.answer_path(spool).exists()
+    assert not recording.answer_path(name).exists()
 
 
 def test_a_call_that_keeps_failing_becomes_an_unread_call_with_its_error(
@@ -191,45 +212,28 @@ def dead_pid() -> int:
 def test_the_sweep_records_a_whole_answer_its_dead_relay_left_and_drops_a_cut_one(
     project: Project,
 ) -> None:
-    whole, _ = enqueue(project, ["Kept."], session="crashed", close=False)
-    cut, cut_spool = enqueue(project, ["Cut."], session="cut", close=False)
-    recording.answer_path(cut_spool).write_bytes(json.dumps(ANSWER).encode()[:20])
-    alive, _ = enqueue(project, ["Still relaying."], session="alive", close=False)
-    gone = f"{socket.gethostname()}:{dead_pid()}"
-    PendingCall.objects.filter(pk__in=(whole, cut)).update(owner=gone)
-    counts = recording.recordings_sweep()
-    assert (counts["recovered"], counts["dropped"]) == (1, 1)
-    deadline = time.monotonic() + 30
-    while PendingCall.objects.filter(pk=whole).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert Session.objects.get(project=project, external_id="crashed").turns.count() == 1
-    assert not Session.objects.filter(project=project, external_id="cut").exists()
-    assert not recording.answer_path(cut_spool).exists()
-    # a call whose relaying process is alive is left alone
-    assert PendingCall.objects.get(pk=alive).state == PendingCall.RECEIVING
-
-
-def test_the_sweep_queues_a_call_whose_relay_died_before_adding_its_row(project: Project) -> None:
-    answer = json.dumps(ANSWER).encode()
-    spool = recording.spool_new()
-    call = {"format": "openai-chat", "streamed": False, "session": "unqueued", "length": None}
-    recording.spool_write(
-        project_id=project.pk,
-        key_id=1,
-        spool=spool,
-        call={**call, "length": len(answer)},
-        request_body=request_for(["Written first."]),
-    )
-    recording.answer_path(spool).write_bytes(answer)
-    what = json.loads(recording.call_path(spool).read_bytes())
-    what["owner"] = f"{socket.gethostname()}:{dead_pid()}"
-    recording.call_path(spool).write_bytes(json.dumps(what).encode())
-    assert not PendingCall.objects.exists()
-    counts = recording.recordings_sweep()
-    assert counts["recovered"] == 1
-    recording.recordings_idle(30)
-    assert Session.objects.get(project=project, external_id="unqueued").turns.count() == 1
-    assert not recording.call_path(spool).exists()
+    """A relay that dies leaves its call's files and no row: the sweep adds the row, then
+    records the call when its answer had been relayed whole and drops it when not."""
+    whole, _, _ = spool(project, ["Kept."], session="crashed")
+    cut, _, _ = spool(project, ["Cut."], session="cut", answer=json.dumps(ANSWER).encode()[:20])
+    alive, _, _ = spool(project, ["Still relaying."], session="alive")
+    left_by_a_dead_relay(whole)
+    left_by_a_dead_relay(cut)
+    try:
+        assert not PendingCall.objects.exists()
+        counts = recording.recordings_sweep()
+        assert (counts["recovered"], counts["dropped"]) == (1, 1)
+        recording.recordings_idle(30)
+        assert Session.objects.get(project=project, external_id="crashed").turns.count() == 1
+        assert not recording.call_path(whole).exists()
+        assert not Session.objects.filter(project=project, external_id="cut").exists()
+        assert not recording.answer_path(cut).exists()
+        assert not recording.call_path(cut).exists()
+        # a call whose relaying process is alive (this one) is left to it
+        assert recording.call_path(alive).exists()
+        assert recording.answer_path(alive).exists()
+    finally:
+        recording._files_remove(alive)
 
 
 # --- a live server killed between relaying a call and queueing it -------------------------------
