@@ -523,3 +523,29 @@ def test_every_strategy_replays_every_real_transcript_to_the_end(
         lost = data["facts_lost"]
         assert lost["count"] == sum(lost["by_kind"].values()), case.name
     assert plans > 0  # the trigger fired somewhere
+
+
+def test_the_anthropic_rule_follows_what_anthropic_billed_on_real_traffic(
+    transcripts: Path,
+) -> None:
+    # claude-trace recorded Claude Code's requests, breakpoints included, and the usage billed.
+    # Counted with cl100k the totals differ from Anthropic's, so the shares are compared: the
+    # share of each call read from the cache and written to it, within one point. Left out:
+    # first calls (the cache of an earlier session is not in the replay) and calls under 2,048
+    # tokens (below Haiku's minimum cacheable length, which the rule ignores).
+    path = transcripts / "anthropic-messages/claude-trace-traffic.jsonl"
+    compared = 0
+    for session in parse_transcript(path.read_bytes(), name=path.name):
+        counter = TokenCounter(get_tokenizer(encoding_for_model(session.model).encoding))
+        turns = [ReplayTurn(i, t.context, 200_000, 0) for i, t in enumerate(session.turns)]
+        result = replay(turns, policy=ReplayPolicy("r"), counter=counter, cache_rule="anthropic")
+        for index, (call, replayed) in enumerate(zip(session.turns, result.turns, strict=True)):
+            if index == 0 or replayed.total < 2048 or call.usage is None:
+                continue
+            billed = call.usage["input_tokens"]
+            read = call.usage["cache_read_tokens"] / billed
+            written = call.usage["cache_write_tokens"] / billed
+            assert abs(replayed.cache_read / replayed.total - read) < 0.01, (session, index)
+            assert abs(replayed.cache_write / replayed.total - written) < 0.01, (session, index)
+            compared += 1
+    assert compared >= 14
