@@ -190,6 +190,53 @@ def event_view(event: Any) -> dict[str, Any]:
 #: Messages per page in the turn inspector.
 INSPECTOR_PAGE_SIZE = 200
 
+#: How each kind of item is named on the page.
+ITEM_KINDS = {
+    "tool_definition": "tool definition",
+    "tool_call": "tool call",
+    "tool_output": "tool output",
+    "file": "file",
+    "instruction": "instruction",
+    "system_prompt": "system prompt",
+    "message_text": "text",
+    "reasoning": "reasoning",
+    "image": "image",
+    "media": "media",
+    "summary": "summary",
+    "raw": "kept verbatim",
+    "unattributed": "framing",
+}
+
+
+def attribution_view(attribution: dict[str, Any]) -> dict[str, Any]:
+    """A turn's attribution (:func:`selectors.turn_attribution`) as the turn page shows it: each
+    item with its kind's name, a bar relative to its region's largest item, and the message
+    positions it is at; the changes with their kind's name."""
+    regions = []
+    for region in attribution["regions"]:
+        largest = max((i["tokens"] for i in region["items"]), default=0)
+        items = [
+            {
+                **item,
+                "kind_label": ITEM_KINDS.get(item["kind"], item["kind"]),
+                "bar": item["tokens"] / largest if largest else 0.0,
+                "positions": [w for w in item["where"] if isinstance(w, int)],
+            }
+            for item in region["items"]
+        ]
+        regions.append({**region, "items": items})
+    changes = attribution["changes"]
+    if changes is not None:
+        changes = {
+            **changes,
+            "rows": [
+                {**row, "status": status, "kind_label": ITEM_KINDS.get(row["kind"], row["kind"])}
+                for status in ("new", "grown", "shrunk", "gone")
+                for row in changes[status]
+            ],
+        }
+    return {**attribution, "regions": regions, "changes": changes}
+
 
 @login_required
 def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpResponse:
@@ -273,6 +320,7 @@ def turn_detail(request: HttpRequest, external_id: str, index: int) -> HttpRespo
             "budget": b,
             "fill": turn.total_tokens / b.usable if b.usable else 0.0,
             "turn_events": [event_view(e) for e in turn.events or []],
+            "attribution": attribution_view(selectors.turn_attribution(turn=turn)),
             "breakdown": charts.breakdown(
                 turn.regions, window=turn.context_window, reserve=reserve, total=turn.total_tokens
             ),

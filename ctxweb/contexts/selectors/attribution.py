@@ -2,7 +2,8 @@
 (tool definitions by MCP server, tool calls and outputs, files, instruction blocks...), and what
 changed since the previous turn. Computed on demand from the stored contexts of the turn and the
 one before it (:func:`compaction.attribution.context_items`), counted in the session's encoding
-as ingest counts them; a constant number of queries.
+as ingest counts them; three queries whatever the turn (its id lists and its previous turn's,
+their messages, the previous turn's row).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from compaction.attribution import Attribution, ItemKey, ItemTotal, context_item
 from compaction.regions import REGIONS
 from compaction.tokens import TokenCache, TokenCounter, get_tokenizer
 from ctxweb.contexts.models import Turn
-from ctxweb.contexts.selectors.turns import turn_context, turn_get
+from ctxweb.contexts.selectors.inspector import turn_message_id_lists
+from ctxweb.contexts.selectors.turns import messages_by_id, turn_context
 
 #: Items listed per region; the rest are folded into one "N more" row.
 ITEMS_PER_REGION = 40
@@ -109,10 +111,23 @@ def _change_row(total: ItemTotal, tokens: int, previous: int) -> dict[str, Any]:
     }
 
 
-def _attribution(turn: Turn, counter: TokenCounter) -> Attribution:
-    return context_items(
-        turn_context(turn=turn), counter, reported_input_tokens=turn.reported_input_tokens
+def _attribution(turn: Turn, rows: list[Any], counter: TokenCounter) -> Attribution:
+    context = turn_context(turn=turn, rows=rows)
+    return context_items(context, counter, reported_input_tokens=turn.reported_input_tokens)
+
+
+def _previous(turn: Turn) -> Turn | None:
+    """The turn before ``turn`` with its system prompt and tools, in one query that runs on the
+    first turn too (it finds nothing), so every turn costs the same queries."""
+    # ``index=-1`` on a positive field would be answered without a query; ``__in`` still asks.
+    found = (
+        Turn.objects.filter(session=turn.session, index__in=[turn.index - 1])
+        .select_related("system", "toolset")
+        .first()
     )
+    if found is not None:
+        found.session = turn.session
+    return found
 
 
 def turn_attribution(*, turn: Turn) -> dict[str, Any]:
@@ -131,14 +146,14 @@ def turn_attribution(*, turn: Turn) -> dict[str, Any]:
     """
     session = turn.session
     counter = _counter(session.encoding)
-    attribution = _attribution(turn, counter)
-    first = turn.index == 0
+    previous_ids, ids = turn_message_id_lists(session=session, index=turn.index)
+    rows = messages_by_id(ids=[*previous_ids, *ids])
+    attribution = _attribution(turn, [rows[i] for i in ids], counter)
+    previous = _previous(turn)
+    first = previous is None
     before: dict[ItemKey, ItemTotal] = {}
-    if not first:
-        previous = turn_get(session=session, index=turn.index - 1)
-        if previous is not None:
-            previous.session = session
-            before = _totals(_attribution(previous, counter))
+    if previous is not None:
+        before = _totals(_attribution(previous, [rows[i] for i in previous_ids], counter))
     before_tokens = {key: total.tokens for key, total in before.items()}
     total = attribution.total
     grouped = attribution.by_region()
@@ -168,7 +183,7 @@ def turn_attribution(*, turn: Turn) -> dict[str, Any]:
     return {
         "session": session.external_id,
         "index": turn.index,
-        "previous": None if first else turn.index - 1,
+        "previous": None if previous is None else previous.index,
         "total_tokens": total,
         "matches_turn": total == turn.total_tokens,
         "reported_input_tokens": turn.reported_input_tokens,
