@@ -206,10 +206,12 @@
     colors[name] = styles.getPropertyValue("--region-" + name).trim() || FALLBACK[name] || "#9ca3af";
   });
 
-  // One turn axis and one y scale for every chart.
+  // One turn axis and one y scale for every chart. The scale follows the windows and the
+  // stacks only: a trigger far above them (a custom one in tokens) is drawn at the top edge,
+  // named, rather than flattening every chart.
   var first = Infinity, last = -Infinity, top = 1;
   config.columns.forEach(function (column) {
-    top = Math.max(top, column.window || 0, column.trigger || 0);
+    top = Math.max(top, column.window || 0);
     column.turns.forEach(function (t) {
       first = Math.min(first, t.index);
       last = Math.max(last, t.index);
@@ -324,7 +326,8 @@
     ctx.textAlign = "left";
     var lastLabel = -Infinity;
     lines.forEach(function (line) {
-      var ly = Math.round(Y(line.value)) + 0.5;
+      var above = line.value > top;
+      var ly = Math.round(Y(Math.min(line.value, top))) + 0.5;
       ctx.strokeStyle = line.color;
       ctx.lineWidth = 1.5;
       ctx.setLineDash(line.dash);
@@ -332,7 +335,7 @@
       ctx.setLineDash([]);
       ctx.fillStyle = line.color;
       var labelY = Math.max(ly, lastLabel + 12);
-      ctx.fillText(line.name + " " + short(line.value), p.x + p.w + 4, labelY);
+      ctx.fillText(line.name + " " + short(line.value) + (above ? " ↑" : ""), p.x + p.w + 4, labelY);
       lastLabel = labelY;
     });
 
@@ -426,9 +429,22 @@
     draw(chart);
   }
 
+  var announcer = document.getElementById("replay-chart-live");
+
   function setHover(index) {
     hover = index;
     charts.forEach(drawOverlay);
+  }
+
+  function announce() {
+    // The keyboard's turn, read out for every chart: the tooltips are drawn, not spoken.
+    if (!announcer || hover < first) return;
+    announcer.textContent = "Turn " + hover + ": " + charts.map(function (chart) {
+      var t = chart.byIndex[hover];
+      if (!t) return chart.column.label + " not replayed";
+      return chart.column.label + " " + fmt(t.total) + " tokens" +
+        (t.compacted ? ", compacted" : "") + (t.over ? ", over the window" : "");
+    }).join("; ");
   }
 
   function turnAt(chart, clientX) {
@@ -453,9 +469,10 @@
       if (event.key in moves) setHover(Math.max(first, Math.min(last, at + moves[event.key])));
       else if (event.key === "Home") setHover(first);
       else if (event.key === "End") setHover(last);
-      else if (event.key === "Escape") setHover(-1);
+      else if (event.key === "Escape") { setHover(-1); return; }
       else return;
       event.preventDefault();
+      announce();
     });
     if (typeof ResizeObserver === "function") {
       new ResizeObserver(function () { resize(chart); }).observe(chart.root);

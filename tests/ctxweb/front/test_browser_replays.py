@@ -119,6 +119,11 @@ def test_an_operator_replays_three_presets_and_makes_one_the_project_default(
     page.keyboard.press("Home")
     tips = page.locator(".replay-tip .tip-title").all_inner_texts()
     assert tips == ["Turn 0"] * 4
+    page.keyboard.press("ArrowRight")
+    first = [r["turns"][1]["total"] for r in replay.results]
+    said = page.locator("#replay-chart-live").inner_text()
+    assert said.startswith("Turn 1: as recorded ")
+    assert [int(n.replace(",", "")) for n in re.findall(r" ([\d,]+) tokens", said)] == first
     shot(page, "replay-results")
 
     column = page.locator("table.comparison tr.apply-row td[data-column='3']")
