@@ -19,6 +19,10 @@ arguments) separates facts as whitespace does: the model reads a line break ther
 A fact of the input is **kept** when the same regexes find it in the plan's context (every text
 the model would read: system prompt, messages, tool-call arguments and tool results). What sits
 only in an artifact does not count: the model cannot read it without a tool.
+
+A URL not kept whole may still be **written short** (:func:`urls_written_short`): the context
+shows a URL with its scheme and host and either its path (its query and fragment gone) or its
+path's last segment. That is reported beside the count, never in it: the URL itself is lost.
 """
 
 from __future__ import annotations
@@ -29,7 +33,18 @@ from collections.abc import Iterable
 
 from compaction.messages.model import Context, TextPart
 
-__all__ = ["context_facts", "context_texts", "facts_of", "visible_share"]
+__all__ = [
+    "KINDS",
+    "context_facts",
+    "context_texts",
+    "facts_of",
+    "kept_by_kind",
+    "urls_written_short",
+    "visible_share",
+]
+
+#: The kinds of fact, as each fact's prefix names them.
+KINDS = ("path", "error", "url", "id")
 
 _URL = re.compile(r"https?://[^\s\"'<>()\[\]{}`|\\]+")
 _EXT = (
@@ -120,3 +135,44 @@ def visible_share(before: Context, after: Context) -> tuple[int, int]:
     wanted = context_facts(before)
     seen = context_facts(after, shown=True)
     return len(wanted & seen), len(wanted)
+
+
+def kept_by_kind(before: Context, after: Context) -> dict[str, tuple[int, int]]:
+    """Per kind (:data:`KINDS`): (facts of ``before`` still visible in ``after``, facts of
+    ``before``)."""
+    wanted = context_facts(before)
+    seen = context_facts(after, shown=True)
+    out = {}
+    for kind in KINDS:
+        mine = {f for f in wanted if f.startswith(f"{kind}:")}
+        out[kind] = (len(mine & seen), len(mine))
+    return out
+
+
+def _url_parts(url: str) -> tuple[str, str, str]:
+    """(scheme and host, path without query and fragment, the path's last segment)."""
+    scheme, _, rest = url.partition("://")
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    host, _, path = rest.partition("/")
+    segments = [s for s in path.split("/") if s]
+    return f"{scheme}://{host}", path, segments[-1] if segments else ""
+
+
+def urls_written_short(before: Context, after: Context) -> int:
+    """URLs of ``before`` not visible whole in ``after`` but written short there: ``after``
+    shows a URL with the same scheme and host and either the same path (query and fragment
+    gone) or, when the path has a last segment, one that ends with it."""
+    wanted = {f[4:] for f in context_facts(before) if f.startswith("url:")}
+    seen = {f[4:] for f in context_facts(after, shown=True) if f.startswith("url:")}
+    shown: dict[str, list[tuple[str, str]]] = {}
+    for url in seen:
+        head, path, _last = _url_parts(url)
+        shown.setdefault(head, []).append((path, url))
+    count = 0
+    for url in wanted - seen:
+        head, path, last = _url_parts(url)
+        for other_path, other in shown.get(head, ()):
+            if other_path == path or (last and other.endswith("/" + last)):
+                count += 1
+                break
+    return count

@@ -46,7 +46,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from aiming import Counter, _lead, _tokens, aim, new_counter  # noqa: E402
-from facts import context_facts, context_texts, visible_share  # noqa: E402
+from facts import (  # noqa: E402
+    KINDS,
+    context_facts,
+    context_texts,
+    kept_by_kind,
+    urls_written_short,
+    visible_share,
+)
 from heldout import HALVES, half_of, transcript_files  # noqa: E402
 from record import DOCS, machine, write_section  # noqa: E402
 
@@ -135,7 +142,9 @@ def load_cases(halves: tuple[str, ...]) -> list[Case]:
 # --- facts ------------------------------------------------------------------------------------
 
 
-def bench_facts(fraction: float, halves: tuple[str, ...]) -> dict[str, Any]:
+def bench_facts(
+    fraction: float, halves: tuple[str, ...], compared: tuple[str, ...] = COMPARED
+) -> dict[str, Any]:
     cases = load_cases(halves)
     rows = []
     for case in cases:
@@ -153,13 +162,15 @@ def bench_facts(fraction: float, halves: tuple[str, ...]) -> dict[str, Any]:
         row["fact_floor"] = fact_floor(case.context, counter)
         row["carrier_floor"] = carrier_floor(case.context, counter, row["fact_floor"])
         row["auto_floor"] = auto_floor(case.context, counter)
-        for strategy_id in COMPARED:
+        for strategy_id in compared:
             run = aim(strategy_id, case.context, counter, target)
             kept, facts = visible_share(case.context, run.plan.context)
             row[strategy_id] = {
                 "after": int(run.plan.after.total),
                 "facts": facts,
                 "kept": kept,
+                "kinds": kept_by_kind(case.context, run.plan.context),
+                "urls_short": urls_written_short(case.context, run.plan.context),
                 "tries": run.tries,
                 "notes": run.notes,
             }
@@ -167,7 +178,7 @@ def bench_facts(fraction: float, halves: tuple[str, ...]) -> dict[str, Any]:
             f"{case.half[:4]} {case.source:18} {case.name[:34]:34} {case.tokens:>7}"
             + "".join(
                 f" | {s[:8]} {row[s]['after'] / target:4.2f} {_share(row[s]):4.0%}"
-                for s in COMPARED
+                for s in compared
             ),
             file=sys.stderr,
         )
@@ -586,7 +597,51 @@ def _auto_summary(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_facts(result: dict[str, Any], when: str) -> str:
+#: How the kinds of fact are named in the tables.
+_KIND_NAMES = {"path": "paths", "error": "errors", "url": "URLs", "id": "names"}
+
+
+def _kinds_cells(rows: list[dict[str, Any]]) -> list[str]:
+    """ctxweb-auto's facts of each kind kept, pooled over ``rows`` (URLs: kept whole, and how
+    many more were written short)."""
+    cells = []
+    for kind in KINDS:
+        kept = sum(r["ctxweb-auto"]["kinds"][kind][0] for r in rows)
+        facts = sum(r["ctxweb-auto"]["kinds"][kind][1] for r in rows)
+        cell = f"{kept:,} of {facts:,}"
+        if kind == "url":
+            short = sum(r["ctxweb-auto"]["urls_short"] for r in rows)
+            cell += f" (+{short} short)"
+        cells.append(cell)
+    return cells
+
+
+def _kinds_table(rows: list[dict[str, Any]], before: dict[str, dict[str, Any]] | None) -> list[str]:
+    """ctxweb-auto by kind of fact, on every session and on those the floor allows; with
+    ``before`` (rows of a run of the code before a change, same sitting, by name), both."""
+    runs = [("this code", rows)]
+    if before is not None:
+        runs.insert(0, ("before", [before[r["name"]] for r in rows if r["name"] in before]))
+    lines = [
+        "| ctxweb-auto | sessions | floor allows | ≥ 95% there | median facts kept there"
+        " | median facts kept (all) | "
+        + " | ".join(f"{_KIND_NAMES[k]} kept (all)" for k in KINDS)
+        + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(KINDS),
+    ]
+    for label, members in runs:
+        allowed = [r for r in members if r["floor"] <= r["target"]]
+        kept = sum(1 for r in allowed if _share(r["ctxweb-auto"]) >= KEEP)
+        there = statistics.median(_share(r["ctxweb-auto"]) for r in allowed) if allowed else 1.0
+        median = statistics.median(_share(r["ctxweb-auto"]) for r in members)
+        lines.append(
+            f"| {label} | {len(members)} | {len(allowed)} | {kept} of {len(allowed)}"
+            f" | {there:.1%} | {median:.1%} | " + " | ".join(_kinds_cells(members)) + " |"
+        )
+    return lines
+
+
+def render_facts(result: dict[str, Any], when: str, before: dict[str, Any] | None = None) -> str:
     rows = result["rows"]
     fraction = result["fraction"]
     lines = [
@@ -629,6 +684,17 @@ def render_facts(result: dict[str, Any], when: str) -> str:
             " floor allows, the most facts on ≥ 90% of sessions):",
             "",
             *_auto_summary(members),
+            "",
+            "By kind of fact (pooled kept ÷ facts over every session of the half; a URL counts"
+            " as kept only whole, and `+n short` says how many more it wrote short, host and path"
+            " or host and last segment, see `bench/facts.py`)"
+            + (f", before and after {before['change']}, same sitting" if before else "")
+            + ":",
+            "",
+            *_kinds_table(
+                members,
+                {r["name"]: r for r in before["rows"] if r["half"] == half} if before else None,
+            ),
         ]
     lines += [
         "",
@@ -727,13 +793,37 @@ def main() -> None:
     parser.add_argument("--only", choices=("facts", "preview"))
     parser.add_argument("--profile", help="print a cProfile of this strategy's preview")
     parser.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
+    parser.add_argument(
+        "--save", type=Path, help="facts: write the rows as JSON here (and only plan --strategies)"
+    )
+    parser.add_argument(
+        "--strategies", default=",".join(COMPARED), help="facts with --save: these strategies"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="facts: JSON saved by --save from the code before a change (same sitting),"
+        " shown beside this run's ctxweb-auto",
+    )
+    parser.add_argument("--change", default="the change", help="what --before is before")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
     when = datetime.date.today().isoformat()
     halves = (args.half,) if args.half else tuple(HALVES)
+    if args.save is not None:
+        # a run to compare with later (the code before a change): its rows, no section
+        compared = tuple(args.strategies.split(","))
+        result = bench_facts(args.fraction, halves, compared)
+        args.save.write_text(json.dumps(result))
+        print(f"saved {len(result['rows'])} rows to {args.save}", file=sys.stderr)
+        return
     sections = []
     if args.only in (None, "facts"):
-        sections.append((FACTS_SECTION, render_facts(bench_facts(args.fraction, halves), when)))
+        before = None
+        if args.before is not None:
+            before = {**json.loads(args.before.read_text()), "change": args.change}
+        result = bench_facts(args.fraction, halves)
+        sections.append((FACTS_SECTION, render_facts(result, when, before)))
     if args.only in (None, "preview"):
         sections.append(
             (PREVIEW_SECTION, render_preview(bench_preview(args.runs, args.profile), when))

@@ -1,14 +1,18 @@
 """Tuning aid: ctxweb-auto on many turns of the tuning half, not only each session's largest.
 
-Usage: ``.venv/bin/python bench/tuning_turns.py [--fractions 0.2,0.3] [--every 2] [--no-write]``
+Usage: ``.venv/bin/python bench/tuning_turns.py [--fractions 0.2,0.3] [--every 2] [--held-out]
+[--no-write]``
 
 The facts benchmark (``bench/strategies.py``) plans one context per session: 17 in the tuning
 half, too few to show what fails. This plans one turn in ``--every`` of every tuning session
 (2,000 tokens or more) at each of ``--fractions`` of its tokens. On the turns where the fact
 floor (``strategies.fact_floor``) allows 95% of the facts (``bench/facts.py``) to stay visible,
-it counts the facts ctxweb-auto keeps visible and lists the turns where it keeps under 95%. It
-reads the tuning half only (``bench/heldout.py``): the held-out half stays unseen. The result
-goes to ``docs/benchmarks.md`` under ``## Strategies: ctxweb-auto on the tuning half's turns``.
+it counts the facts ctxweb-auto keeps visible (by kind too: paths, errors, URLs and names, and
+the URLs written short) and lists the turns where it keeps under 95%. It reads the tuning half
+only (``bench/heldout.py``): the held-out half stays unseen. Once the tuning is done,
+``--held-out`` adds the same measure on the held-out half's turns, reported as it falls. The
+result goes to ``docs/benchmarks.md`` under ``## Strategies: ctxweb-auto on the tuning half's
+turns``.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 SECTION = "## Strategies: ctxweb-auto on the tuning half's turns"
 
 
-def run(fraction: float, every: int) -> dict[str, Any]:
-    """ctxweb-auto at ``fraction`` on one turn in ``every`` of the tuning half."""
+def run(fraction: float, every: int, half: str = "tuning") -> dict[str, Any]:
+    """ctxweb-auto at ``fraction`` on one turn in ``every`` of ``half`` (the tuning half)."""
     from aiming import aim
-    from facts import visible_share
+    from facts import KINDS, kept_by_kind, urls_written_short, visible_share
     from heldout import half_of, transcript_files
     from strategies import MIN_TOKENS, carrier_floor, counter_for, fact_floor
 
@@ -42,10 +46,11 @@ def run(fraction: float, every: int) -> dict[str, Any]:
     root = find_transcripts()
     if root is None or not root.is_dir():
         raise SystemExit("real transcripts not found (set CTXWEB_TRANSCRIPTS)")
-    planned = allowed = carriable = kept_all = facts_all = 0
+    planned = allowed = carriable = kept_all = facts_all = short = 0
+    kinds = {kind: [0, 0] for kind in KINDS}
     under = []
     for relative, data in transcript_files(root):
-        if half_of(relative) != "tuning":
+        if half_of(relative) != half:
             continue
         path = Path(relative)
         for session in parse_transcript(data, name=path.name):
@@ -69,6 +74,10 @@ def run(fraction: float, every: int) -> dict[str, Any]:
                 kept, facts = visible_share(context, plan.context)
                 kept_all += kept
                 facts_all += facts
+                for kind, (kept_kind, facts_kind) in kept_by_kind(context, plan.context).items():
+                    kinds[kind][0] += kept_kind
+                    kinds[kind][1] += facts_kind
+                short += urls_written_short(context, plan.context)
                 if facts and kept < 0.95 * facts:
                     name = f"{path.name}:{session.external_id}:turn {k}"
                     under.append((kept / facts, name, tokens, plan.after.total / target, carried))
@@ -79,23 +88,15 @@ def run(fraction: float, every: int) -> dict[str, Any]:
         "carriable": carriable,
         "kept": kept_all,
         "facts": facts_all,
+        "kinds": kinds,
+        "urls_short": short,
         "under": sorted(under),
     }
 
 
-def render(results: list[dict[str, Any]], every: int, when: str) -> str:
-    from record import machine
-
+def _tables(results: list[dict[str, Any]]) -> list[str]:
+    """The turns' table, the facts by kind, and the turns under 95%, for one half."""
     lines = [
-        SECTION,
-        "",
-        f"Run {when} with `bench/tuning_turns.py` on {machine()}.",
-        "",
-        f"One turn in {every} of every session of the **tuning half** (`bench/heldout.py`), 2,000"
-        " tokens or more, planned by ctxweb-auto at a fraction of its tokens; counted on the"
-        " turns where the fact floor (see the facts section) allows 95% of the facts to stay"
-        " visible. What ctxweb-auto was tuned on: the held-out half is not read.",
-        "",
         "| target | turns planned | fact floor allows 95% | facts kept visible there"
         " | turns under 95% | of which the carrier floor allows 95% |",
         "|---|---|---|---|---|---|",
@@ -108,6 +109,24 @@ def render(results: list[dict[str, Any]], every: int, when: str) -> str:
             f" {r['facts']:,} ({share:.1%}) | {len(r['under'])} | {carried} (of"
             f" {r['carriable']} turns it allows) |"
         )
+    names = {"path": "paths", "error": "errors", "url": "URLs", "id": "names"}
+    lines += [
+        "",
+        "By kind, on the same turns (kept ÷ facts; a URL counts as kept only whole, `+n short` is"
+        " how many more it wrote short, host and path or host and last segment):",
+        "",
+        "| target | " + " | ".join(names.values()) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for r in results:
+        cells = []
+        for kind in names:
+            kept, facts = r["kinds"][kind]
+            cell = f"{kept:,} of {facts:,}"
+            if kind == "url":
+                cell += f" (+{r['urls_short']} short)"
+            cells.append(cell)
+        lines.append(f"| {r['fraction']:.0%} | " + " | ".join(cells) + " |")
     for r in results:
         if r["under"]:
             # the turns the carrier floor allows first: there the plan, not the budget, fell short
@@ -119,6 +138,38 @@ def render(results: list[dict[str, Any]], every: int, when: str) -> str:
                 for share, name, _tokens, landed, allows in under[:8]
             )
             lines += ["", f"Under 95% at {r['fraction']:.0%}: {listed}."]
+    return lines
+
+
+def render(
+    results: list[dict[str, Any]],
+    every: int,
+    when: str,
+    held_out: list[dict[str, Any]] | None = None,
+) -> str:
+    from record import machine
+
+    lines = [
+        SECTION,
+        "",
+        f"Run {when} with `bench/tuning_turns.py` on {machine()}.",
+        "",
+        f"One turn in {every} of every session of the **tuning half** (`bench/heldout.py`), 2,000"
+        " tokens or more, planned by ctxweb-auto at a fraction of its tokens; counted on the"
+        " turns where the fact floor (see the facts section) allows 95% of the facts to stay"
+        " visible. What ctxweb-auto was tuned on: the held-out half is not read"
+        + (" for it." if held_out else ".")
+        + (
+            " The same turns of the held-out half follow, planned by the finished code and"
+            " reported as they fall (`--held-out`)."
+            if held_out
+            else ""
+        ),
+        "",
+        *_tables(results),
+    ]
+    if held_out:
+        lines += ["", "**Held-out half**, the same measure:", "", *_tables(held_out)]
     return "\n".join(lines) + "\n"
 
 
@@ -127,14 +178,21 @@ def main() -> None:
     parser.add_argument("--fractions", default="0.2,0.3")
     parser.add_argument("--every", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print, do not touch docs/")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="also report the held-out half's turns (once tuning is done: never tune on them)",
+    )
     args = parser.parse_args()
     import django
 
     django.setup()
     from record import write_section
 
-    results = [run(float(f), args.every) for f in args.fractions.split(",")]
-    section = render(results, args.every, datetime.date.today().isoformat())
+    fractions = [float(f) for f in args.fractions.split(",")]
+    results = [run(f, args.every) for f in fractions]
+    held_out = [run(f, args.every, "held-out") for f in fractions] if args.held_out else None
+    section = render(results, args.every, datetime.date.today().isoformat(), held_out)
     print(section)
     if not args.no_write:
         write_section(SECTION, section)
