@@ -18,6 +18,7 @@ import posixpath
 import re
 import shlex
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
 MAX_ARGUMENTS_CHARS = 1_000_000
 #: Shell scripts longer than this are not split into commands.
 MAX_SCRIPT_CHARS = 16_384
+#: Calls whose arguments are at most this long have their files remembered.
+REMEMBERED_CHARS = 16_384
 #: The most files taken from one call.
 MAX_FILES = 64
 
@@ -166,7 +169,8 @@ def _arguments(arguments: str) -> Any:
 
 def call_files(name: str, arguments: str) -> tuple[str, ...]:
     """The files a call to tool ``name`` with ``arguments`` (its JSON text) reads or writes, in
-    order, each once (at most :data:`MAX_FILES`).
+    order, each once (at most :data:`MAX_FILES`). Calls of up to :data:`REMEMBERED_CHARS` are
+    remembered (the last 4,096): a turn and the next share most of theirs.
 
     Example:
         >>> call_files("Read", '{"file_path": "/src/app.py"}')
@@ -175,6 +179,17 @@ def call_files(name: str, arguments: str) -> tuple[str, ...]:
         >>> call_files("shell", json.dumps({"command": ["bash", "-lc", script]}))
         ('/repo/src/app.py',)
     """
+    if len(arguments) <= REMEMBERED_CHARS:
+        return _remembered_files(name, arguments)
+    return _call_files(name, arguments)
+
+
+@lru_cache(maxsize=4096)
+def _remembered_files(name: str, arguments: str) -> tuple[str, ...]:
+    return _call_files(name, arguments)
+
+
+def _call_files(name: str, arguments: str) -> tuple[str, ...]:
     files: list[str] = []
     patch = call_patch(arguments)
     if patch:

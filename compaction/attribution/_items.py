@@ -334,8 +334,9 @@ def message_items(
          ('unattributed', 'unattributed', 3)]
     """
     servers = servers or {}
-    known = dict(calls or {})
-    known.update(call_targets(message, servers))
+    known: Mapping[str, CallTarget] = calls or {}
+    if any(part.id not in known for part in message.tool_calls):
+        known = {**known, **call_targets(message, servers)}
     count = counter.count_message(message)
     if memo is not None:
         expected = memo.regions(message, counter)

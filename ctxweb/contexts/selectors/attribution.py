@@ -145,7 +145,9 @@ def turn_attribution(*, turn: Turn) -> dict[str, Any]:
     on the first turn).
     """
     session = turn.session
-    counter = _counter(session.encoding)
+    # One job: a scoped counter remembers each text it counts, so the two turns' shared
+    # messages are looked up by value rather than hashed again.
+    counter = _counter(session.encoding).scoped()
     previous_ids, ids = turn_message_id_lists(session=session, index=turn.index)
     rows = messages_by_id(ids=[*previous_ids, *ids])
     attribution = _attribution(turn, [rows[i] for i in ids], counter)
