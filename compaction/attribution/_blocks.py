@@ -18,6 +18,7 @@ The wrappers are the agents' own, as their transcripts show them:
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -44,26 +45,24 @@ _TAGS = (
     "local-command-stderr",
     "user-prompt-submit-hook",
 )
-_TAGGED = re.compile(
-    r"<(?P<tag>" + "|".join(re.escape(t) for t in _TAGS) + r")>(?P<body>.*?)</(?P=tag)>", re.S
-)
-_AGENTS_MD = re.compile(
-    r"# AGENTS\.md instructions for (?P<dir>[^\n]*)\n+<INSTRUCTIONS>.*?</INSTRUCTIONS>", re.S
-)
+_OPENING = re.compile(r"<(?P<tag>" + "|".join(re.escape(t) for t in _TAGS) + r")>")
+_AGENTS_MD = re.compile(r"# AGENTS\.md instructions for (?P<dir>[^\n]{0,1000})\n+<INSTRUCTIONS>")
+_AGENTS_MD_END = "</INSTRUCTIONS>"
 #: A memory file inside Claude Code's claudeMd reminder: it runs to the next one, to Claude
-#: Code's closing reminder section, or to the end of the reminder.
+#: Code's closing reminder section, or to the end of the reminder. Its path and description are
+#: bounded (and the description has no parenthesis), so that no line makes the search quadratic.
+_MEMORY_HEAD = r"Contents of (?P<path>[^\n]{1,1000}?) \((?P<what>[^\n()]{0,300})\):\n"
 _MEMORY_FILE = re.compile(
-    r"Contents of (?P<path>[^\n]+?) \((?P<what>[^\n]*)\):\n"
-    r"(?P<body>.*?)"
-    r"(?=\n+Contents of [^\n]+? \([^\n]*\):\n|\n+# important-instruction-reminders|\Z)",
+    _MEMORY_HEAD
+    + r"(?P<body>.*?)"
+    + r"(?=\nContents of [^\n]{1,1000}? \([^\n()]{0,300}\):\n"
+    + r"|\n# important-instruction-reminders|\Z)",
     re.S,
 )
 _HOOK = re.compile(r"\s*(?P<event>\w+) hook (?:success|additional context|blocking error)\b")
 _SKILLS_REMINDER = re.compile(r"\s*The following skills are available for use with the Skill tool")
-#: The Task tool's list of subagents, up to the first blank line after it.
-_AGENTS_LIST = re.compile(
-    r"Available agent types and the tools they have access to:\n.*?(?=\n\n|\Z)", re.S
-)
+#: The Task tool's list of subagents runs to the first blank line after it.
+_AGENTS_LIST = "Available agent types and the tools they have access to:\n"
 
 
 @dataclass(frozen=True)
@@ -104,16 +103,79 @@ def _reminder(text: str, start: int, end: int, body_start: int) -> list[Block]:
             _memory_name(m.group("path")),
             m.group("path"),
             body_start + m.start(),
-            body_start + m.end(),
+            # the blank lines before the next file are the reminder's
+            body_start + m.start() + len(m.group(0).rstrip("\n")),
         )
-        for m in _MEMORY_FILE.finditer(body)
+        for m in itertools.islice(_MEMORY_FILE.finditer(body), MAX_BLOCKS)
     ]
     return [Block("<system-reminder>", _first_line(body), start, end), *files]
 
 
+def _tagged(text: str, found: list[Block]) -> None:
+    """The tagged blocks of ``text``, each from its opening tag to the first closing tag after
+    it, found with one pass of searches: a tag never closed after some point is not looked for
+    again after it (a backtracking pattern would rescan the rest of the text for each opening)."""
+    unclosed: dict[str, int] = {}
+    position = 0
+    while len(found) < MAX_BLOCKS:
+        match = _OPENING.search(text, position)
+        if match is None:
+            return
+        tag, start = match.group("tag"), match.start()
+        position = match.end()
+        if unclosed.get(tag, -1) >= 0:
+            continue
+        closing = text.find(f"</{tag}>", position)
+        if closing < 0:
+            unclosed[tag] = start
+            continue
+        end = closing + len(tag) + 3
+        body = text[position:closing]
+        if tag == "system-reminder":
+            found += _reminder(text, start, end, position)
+        elif tag == "user_instructions":
+            found.append(Block("AGENTS.md", "", start, end))
+        elif tag == "available_skills":
+            found.append(Block("skills list", "", start, end))
+        elif tag == "skill":
+            found.append(Block("skill", _first_line(body), start, end))
+        else:
+            found.append(Block(f"<{tag}>", _first_line(body), start, end))
+        position = end
+
+
+def _agents_md(text: str, found: list[Block]) -> None:
+    """Codex's AGENTS.md blocks: the header, ``<INSTRUCTIONS>`` and its closing tag."""
+    position = 0
+    while len(found) < MAX_BLOCKS:
+        match = _AGENTS_MD.search(text, position)
+        if match is None:
+            return
+        closing = text.find(_AGENTS_MD_END, match.end())
+        if closing < 0:
+            return
+        end = closing + len(_AGENTS_MD_END)
+        found.append(Block("AGENTS.md", match.group("dir").strip(), match.start(), end))
+        position = end
+
+
+def _agents_lists(text: str, found: list[Block]) -> None:
+    """The Task tool's lists of subagents, each up to the first blank line after it."""
+    position = 0
+    while len(found) < MAX_BLOCKS:
+        start = text.find(_AGENTS_LIST, position)
+        if start < 0:
+            return
+        blank = text.find("\n\n", start + len(_AGENTS_LIST))
+        end = len(text) if blank < 0 else blank
+        found.append(Block("agents list", "", start, end))
+        position = end
+
+
 def instruction_blocks(text: str) -> tuple[Block, ...]:
     """The instruction blocks of ``text``, in order; a block may hold others (a reminder quoting
-    CLAUDE.md files lists the reminder, then each file inside it). At most :data:`MAX_BLOCKS`.
+    CLAUDE.md files lists the reminder, then each file inside it). At most :data:`MAX_BLOCKS`;
+    linear in the text.
 
     Example:
         >>> text = "hi <system-reminder>Your todo list is empty.</system-reminder>"
@@ -121,26 +183,10 @@ def instruction_blocks(text: str) -> tuple[Block, ...]:
         [('<system-reminder>', 'Your todo list is empty.', '<system-reminder>You')]
     """
     found: list[Block] = []
-    if "<" not in text and "Available agent types" not in text:
-        return ()
-    for match in _TAGGED.finditer(text):
-        tag = match.group("tag")
-        start, end = match.span()
-        if tag == "system-reminder":
-            found += _reminder(text, start, end, match.start("body"))
-        elif tag == "user_instructions":
-            found.append(Block("AGENTS.md", "", start, end))
-        elif tag == "available_skills":
-            found.append(Block("skills list", "", start, end))
-        elif tag == "skill":
-            found.append(Block("skill", _first_line(match.group("body")), start, end))
-        else:
-            found.append(Block(f"<{tag}>", _first_line(match.group("body")), start, end))
-        if len(found) >= MAX_BLOCKS:
-            break
-    for match in _AGENTS_MD.finditer(text):
-        found.append(Block("AGENTS.md", match.group("dir").strip(), *match.span()))
-    for match in _AGENTS_LIST.finditer(text):
-        found.append(Block("agents list", "", *match.span()))
+    if "<" in text:
+        _tagged(text, found)
+        _agents_md(text, found)
+    if _AGENTS_LIST in text:
+        _agents_lists(text, found)
     found.sort(key=lambda b: (b.start, -b.end))
     return tuple(found[:MAX_BLOCKS])

@@ -39,6 +39,7 @@ from compaction.regions import PICOCLAW_SUMMARY_PREFIX, context_regions
 from compaction.tokens import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, TOOLS_OVERHEAD, media_tokens
 from compaction.tokens._counter import tool_definition_json
 from compaction.transcripts import parse_transcript
+from tests.support.hangs import hang_detector
 from tests.support.messages import COUNTER
 from tests.support.requests import REQUESTS
 
@@ -736,3 +737,46 @@ def test_swe_agent_and_openhands_runs_hold_their_files(transcripts: Path) -> Non
     edited = [i for i in openhands if i.kind == "file" and i.group == "str_replace_editor"]
     assert edited
     assert all(i.name.startswith("/workspace/") for i in edited)
+
+
+# --- hostile text: linear, a hang detector rather than a timing assertion ---------------------
+
+SIZE = 1_000_000
+#: Far above the seconds linear work takes on a megabyte; a quadratic step takes hours.
+WATCHDOG_SECONDS = 120
+HOSTILE = {
+    "unclosed-tags": "<system-reminder>x <environment_context>",
+    "unclosed-agents-md": "# AGENTS.md instructions for /r\n\n<INSTRUCTIONS>x",
+    "agents-lists": "Available agent types and the tools they have access to:\n- a\n",
+    "memory-newlines": "\n",
+    "memory-parentheses": " (",
+    "memory-headers": "Contents of /a (b):\n",
+    "file-headers": "[File: a (1 lines total",
+}
+
+
+def hostile_text(kind: str) -> str:
+    unit = HOSTILE[kind]
+    body = (unit * (SIZE // len(unit) + 1))[:SIZE]
+    if kind.startswith("memory"):
+        return f"<system-reminder>Contents of /a/CLAUDE.md (x):\n{body}</system-reminder>"
+    return body
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_megabyte_of_hostile_text_is_attributed_in_linear_time(kind: str) -> None:
+    text = hostile_text(kind)
+    arguments = json.dumps({"command": ["bash", "-lc", text[:100_000]], "file_path": "/a"})
+    context = Context(
+        "anthropic-messages",
+        (
+            Message("user", (TextPart(text),)),
+            Message("assistant", (ToolCallPart("c", "shell", arguments),)),
+            Message("user", (ToolResultPart("c", (TextPart(text),)),)),
+        ),
+        system=(TextPart(text),),
+        tools=(tool("t", text),),
+    )
+    with hang_detector(WATCHDOG_SECONDS, f"attribution of {kind}"):
+        attribution = context_items(context, COUNTER)
+    assert_exact(attribution, context)
