@@ -210,6 +210,8 @@ class ReplayForm(forms.Form):
     ) -> None:
         super().__init__(data, auto_id="replay-%s")
         self.preset_list = presets
+        #: Why the session has no presets, when they could not be made for it.
+        self.presets_unavailable = ""
         self.maximum = maximum
         self.fields["presets"].choices = [(p["label"], p["label"]) for p in presets]  # type: ignore[attr-defined]
         self.fields["strategy"].choices = [("", "none"), *[(s, s) for s in strategies]]  # type: ignore[attr-defined]

@@ -77,10 +77,20 @@ def _replay_or_404(session: Session, raw: str) -> Replay:
 
 
 def _form(session: Session, data: Any = None, *, shown: bool = True) -> ReplayForm:
-    """The policies form; its presets only where it is shown (an operator, a session with turns)."""
-    presets = replays.replay_presets(session=session) if shown and session.turn_count else []
+    """The policies form; its presets only where it is shown (an operator, a session with turns).
+    A session whose presets do not validate (a window no larger than its output reserve) gets
+    the custom row alone, and the form says why."""
+    presets: list[dict[str, Any]] = []
+    unavailable = ""
+    if shown and session.turn_count:
+        try:
+            presets = replays.replay_presets(session=session)
+        except StrategyError as problem:
+            unavailable = f"{problem.path} {problem.reason}"
     strategies = [entry["id"] for entry in planning.strategy_catalog()]
-    return ReplayForm(data, presets=presets, strategies=strategies, maximum=replays.MAX_POLICIES)
+    form = ReplayForm(data, presets=presets, strategies=strategies, maximum=replays.MAX_POLICIES)
+    form.presets_unavailable = unavailable
+    return form
 
 
 def _policy_error(form: ReplayForm, problem: StrategyError, policies: list[dict[str, Any]]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from compaction.errors import StrategyError
 from ctxweb.contexts.demo import coding_session
 from ctxweb.contexts.models import Replay, Session
 from ctxweb.contexts.services import replays
@@ -536,3 +537,37 @@ def test_the_custom_row_is_read_up_to_its_bound(world: World, field: str, limit:
     status, error = post(limit + 1)
     assert status == 400
     assert error == f"Ensure this value has at most {limit} characters (it has {limit + 1})."
+
+
+def test_a_window_no_larger_than_its_reserve_still_offers_the_custom_row(
+    world: World, inline: Any
+) -> None:
+    # The bodies ask for 4,096 output tokens: a window of 4,096 leaves nothing usable.
+    client = world.api(world.ingest_key)
+    for body in BODIES[:3]:
+        response = client.post(
+            f"/api/v1/sessions/{SESSION}/turns",
+            data=json.dumps({**body, "context_window": 4_096}),
+            content_type="application/json",
+        )
+        assert response.status_code == 201
+    session = Session.objects.get(external_id=SESSION)
+    assert session.context_window <= session.output_reserve
+    owner = logged_in(world, world.owner)
+    html = owner.get(f"/sessions/{SESSION}/replays/").content.decode()
+    assert 'id="replay-strategy"' in html
+    why = ""
+    try:
+        labels = [p["label"] for p in replays.replay_presets(session=session)]
+    except StrategyError as problem:
+        labels, why = [], f"{problem.path} {problem.reason}"
+    if why:  # the presets cannot be made for this window: the form says why
+        shown = html.split('id="presets-unavailable">')[1].split("</p>")[0]
+        assert why in unescape(shown)
+    else:
+        assert 'id="presets-unavailable"' not in html
+    shown_labels = re.findall(r'<input type="checkbox" name="presets" value="([^"]+)"', html)
+    assert [unescape(v) for v in shown_labels] == labels
+    response = inline(owner.post, f"/sessions/{SESSION}/replays/", {"strategy": "nanobot-trim"})
+    assert response.status_code == 302
+    assert Replay.objects.get().status in ("succeeded", "failed")
