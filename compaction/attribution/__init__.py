@@ -35,6 +35,7 @@ from compaction.attribution._files import (
     tool_server,
 )
 from compaction.attribution._items import (
+    MAX_NAME_CHARS,
     CallTarget,
     call_targets,
     context_items,
@@ -56,6 +57,7 @@ from compaction.attribution._model import (
 __all__ = [
     "KINDS",
     "MAX_BLOCKS",
+    "MAX_NAME_CHARS",
     "Attribution",
     "Block",
     "CallTarget",

@@ -48,6 +48,7 @@ from compaction.regions._summary_markers import _summary_start
 from compaction.tokens._counter import tool_definition_json
 
 __all__ = [
+    "MAX_NAME_CHARS",
     "CallTarget",
     "call_targets",
     "context_items",
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 UNATTRIBUTED: Final = "unattributed"
+#: The longest name, group or detail an item keeps (a path or a tool's name comes from the
+#: request): longer ones are cut, ending with an ellipsis.
+MAX_NAME_CHARS: Final = 500
 UNATTRIBUTED_KIND: ItemKind = "unattributed"
 
 
@@ -171,7 +175,26 @@ def _balance(items: list[Item], expected: Mapping[str, int], where: Where) -> li
             out = _trim(out, region, -rest)
     for region, tokens in held.items():  # a region the split does not have: nothing of it
         out = _trim(out, region, tokens)
-    return [item for item in out if item.tokens]
+    return [_bounded(item) for item in out if item.tokens]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 1] + "…"
+
+
+def _bounded(item: Item) -> Item:
+    """``item`` with its name, group and detail cut at :data:`MAX_NAME_CHARS`."""
+    if max(len(item.name), len(item.group), len(item.detail)) <= MAX_NAME_CHARS:
+        return item
+    return Item(
+        item.kind,
+        _cut(item.name),
+        _cut(item.group),
+        item.region,
+        item.tokens,
+        item.where,
+        _cut(item.detail),
+    )
 
 
 def _trim(items: list[Item], region: str, excess: int) -> list[Item]:

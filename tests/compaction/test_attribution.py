@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import compaction.attribution
 from compaction.attribution import (
     MAX_BLOCKS,
+    MAX_NAME_CHARS,
     Attribution,
     Item,
     call_files,
@@ -49,6 +50,7 @@ def test_the_public_api_is_pinned() -> None:
         [
             "KINDS",
             "MAX_BLOCKS",
+            "MAX_NAME_CHARS",
             "Attribution",
             "Block",
             "CallTarget",
@@ -780,3 +782,17 @@ def test_a_megabyte_of_hostile_text_is_attributed_in_linear_time(kind: str) -> N
     with hang_detector(WATCHDOG_SECONDS, f"attribution of {kind}"):
         attribution = context_items(context, COUNTER)
     assert_exact(attribution, context)
+
+
+def test_names_from_the_request_are_cut_at_the_bound() -> None:
+    path = "/" + "a" * 5_000
+    call = Message("assistant", (ToolCallPart("r", "Read", json.dumps({"file_path": path})),))
+    result = Message("user", (ToolResultPart("r", (TextPart(SOURCE),)),))
+    context = Context("anthropic-messages", (call, result), tools=(tool("T" * 2_000),))
+    attribution = context_items(context, COUNTER)
+    assert_exact(attribution, context)
+    names = [i.name for i in attribution.items if i.kind in ("file", "tool_definition")]
+    assert len(names) == 3
+    assert all(len(name) == MAX_NAME_CHARS and name.endswith("…") for name in names)
+    assert names[0].startswith("T")
+    assert names[1] == names[2]  # the call's file and its output's: still one item
