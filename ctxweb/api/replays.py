@@ -13,6 +13,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from compaction.errors import StrategyError
@@ -21,6 +22,7 @@ from ctxweb.api.errors import ApiError, error_response
 from ctxweb.api.operations import POLICY_SCHEMA, PolicyField, actor_of, conflict, require_operator
 from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.api.schema import example
+from ctxweb.api.throttling import ApiRateThrottle
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import replays
 from ctxweb.numbers import parse_whole
@@ -179,6 +181,14 @@ class ReplayListApi(APIView):
 
 class SessionReplaysApi(ReplayListApi, ReplayCreateApi):
     """``sessions/{external_id}/replays``: GET lists the session's replays, POST starts one."""
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        # Starting a replay walks a whole session several times (the costly budget); reading
+        # the list is as cheap as any other read, so it counts against the general limit only.
+        throttles = super().get_throttles()
+        if self.request.method in ("GET", "HEAD", "OPTIONS"):
+            return [t for t in throttles if type(t) is ApiRateThrottle]
+        return throttles
 
 
 def require_replay(access: Access, external_id: str, replay_id: str) -> Replay:

@@ -33,6 +33,7 @@ COSTLY_ROUTES = frozenset(
         "api-operations",
         "api-operation-undo",
         "api-import",
+        "api-replays",
         # Pages: the preview page plans on every load; its Apply form queues an operation.
         "session-preview",
         "session-operation-apply",

@@ -89,10 +89,11 @@ def replay_data(replay: Replay, *, results: bool = False) -> dict[str, Any]:
 
 
 def replay_turn_contexts(
-    *, session: Session, chunk: int = TURNS_PER_QUERY
+    *, session: Session, turns: int | None = None, chunk: int = TURNS_PER_QUERY
 ) -> Iterator[tuple[int, Context, int, int | None]]:
-    """Every turn of the session in order as ``(index, context, window, max_output_tokens)``,
-    the context rebuilt as :func:`~ctxweb.contexts.selectors.turn_context` does.
+    """Every turn of the session in order (the first ``turns`` only, when given) as ``(index,
+    context, window, max_output_tokens)``, the context rebuilt as
+    :func:`~ctxweb.contexts.selectors.turn_context` does.
 
     Turns are read ``chunk`` at a time with their message ids (keyframes and deltas); each
     message, system prompt and tool set is read and parsed once, and the contexts of all the
@@ -104,7 +105,9 @@ def replay_turn_contexts(
     toolsets: dict[int, tuple[ToolDefinition, ...]] = {}
     ids: list[int] = []
     last = -1
-    while True:
+    left = turns
+    while left is None or left > 0:
+        size = chunk if left is None else min(chunk, left)
         rows = list(
             Turn.objects.filter(session=session, index__gt=last)
             .order_by("index")
@@ -117,7 +120,7 @@ def replay_turn_contexts(
                 "max_output_tokens",
                 "context_window",
                 "request_extra",
-            )[:chunk]
+            )[:size]
         )
         if not rows:
             return
@@ -147,3 +150,5 @@ def replay_turn_contexts(
             )
             yield index, context, window, max_output
         last = rows[-1][0]
+        if left is not None:
+            left -= len(rows)

@@ -468,9 +468,12 @@ class _Progress:
         events.replay_progress(self.replay)
 
 
-def _inputs(session: Session) -> dict[str, Any]:
-    """What every column of a replay of ``session`` walks: its turns and how to count, cache
-    and price them."""
+def _inputs(replay: Replay) -> dict[str, Any]:
+    """What every column of ``replay`` walks: its session's turns as they were when it was
+    created (a turn posted since is not in it: ``total`` counted the turns then), and how to
+    count, cache and price them."""
+    session = replay.session
+    recorded = replay.total // max(1, len(replay.policies))
     turns = [
         ReplayTurn(
             index=index,
@@ -478,7 +481,9 @@ def _inputs(session: Session) -> dict[str, Any]:
             window=window,
             reserve=max_output if max_output else session.output_reserve,
         )
-        for index, context, window, max_output in selectors.replay_turn_contexts(session=session)
+        for index, context, window, max_output in selectors.replay_turn_contexts(
+            session=session, turns=recorded
+        )
     ]
     priced = price_for(session.model or None, model_prices())
     return {
@@ -576,7 +581,7 @@ def replay_run(
                 break
         return replay
     try:
-        inputs = _inputs(replay.session)
+        inputs = _inputs(replay)
     except Exception as error:
         logger.exception("replay %s could not load its session", replay.pk)
         replay_fail(replay_id=replay.pk, error=f"loading the session: {error}")
@@ -606,7 +611,7 @@ def replay_run_column(
     if column < len(replay.results or []) and replay.results[column] is not None:
         return replay  # a redelivered task: the column landed already
     try:
-        data = _column_compute(replay, column, _inputs(replay.session), summarizer)
+        data = _column_compute(replay, column, _inputs(replay), summarizer)
     except Exception as error:
         _column_failed(replay, column, error)
         return Replay.objects.filter(pk=replay.pk).first()

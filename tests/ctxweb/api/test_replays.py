@@ -308,3 +308,18 @@ def test_progress_and_the_end_arrive_over_the_sessions_socket(world: World) -> N
         }
 
     async_to_sync(scenario)()
+
+
+def test_starting_replays_spends_the_costly_budget_and_reading_them_does_not(
+    world: World, session: Session, commit: Any, settings: Any
+) -> None:
+    settings.CTXWEB_RATE_LIMIT_COSTLY = "1/min"
+    operator = world.api(world.operator_key)
+    for _ in range(3):
+        assert operator.get("/api/v1/sessions/s1/replays").status_code == 200
+    assert start(world, commit).status_code == 202
+    again = start(world, commit)
+    assert again.status_code == 429
+    assert again.json()["error"]["code"] == "throttled"  # the rate limit, not the active bound
+    assert operator.get("/api/v1/sessions/s1/replays").status_code == 200
+    assert Replay.objects.count() == 1

@@ -266,6 +266,18 @@ def test_the_column_tasks_finish_the_replay_when_the_last_one_lands(
     assert all(r is not None for r in replay.results)
 
 
+def test_a_turn_posted_after_the_replay_was_asked_for_is_not_in_it(
+    world: World, session: Session
+) -> None:
+    replay = replays.replay_create(session=session, policies=[{"strategy": "nanobot-trim"}])
+    post_turn(world, "s1", history(TURNS + 1))
+    replays.replay_run(replay_id=replay.pk)
+    replay.refresh_from_db()
+    assert replay.status == "succeeded", replay.error
+    assert replay.done == replay.total == TURNS * 2
+    assert [len(column["turns"]) for column in replay.results] == [TURNS, TURNS]
+
+
 # --- limits, pruning, reaping ---------------------------------------------------------------------
 
 
