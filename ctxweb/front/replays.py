@@ -63,11 +63,16 @@ def _label(policy: dict[str, Any], position: int) -> str:
     return str(policy.get("label") or ("As recorded" if position == 0 else f"Policy {position}"))
 
 
-def _replay_or_404(session: Session, raw: str) -> Replay:
+def _replay_or_404(session: Session, raw: str, *, results: bool = True) -> Replay:
+    """The session's replay ``raw`` (404 otherwise); without ``results`` its results stay in the
+    database (the progress a page polls for must not load megabytes each time)."""
     replay_id = parse_whole(raw)
-    replay = (
-        None if replay_id is None else selectors.replay_get(session=session, replay_id=replay_id)
-    )
+    if replay_id is None:
+        raise Http404("Replay not found")
+    if results:
+        replay = selectors.replay_get(session=session, replay_id=replay_id)
+    else:
+        replay = selectors.replay_list(session=session).filter(pk=replay_id).first()
     if replay is None:
         raise Http404("Replay not found")
     return replay
@@ -301,9 +306,10 @@ def replay_detail(request: HttpRequest, external_id: str, replay_id: str) -> Htt
     table. ``?format=json`` gives its progress (``replay_data``) for the page's script."""
     access = page_access(request)
     session = page_session(access, external_id)
-    replay = _replay_or_404(session, replay_id)
     if request.GET.get("format") == "json":
-        return JsonResponse(selectors.replay_data(replay))
+        progress = _replay_or_404(session, replay_id, results=False)
+        return JsonResponse(selectors.replay_data(progress))
+    replay = _replay_or_404(session, replay_id)
     page = _detail(replay, session, access)
     url = reverse("session-replay", args=[session.external_id, replay.pk])
     return render(

@@ -10,7 +10,9 @@ from html import unescape
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from compaction.errors import StrategyError
 from ctxweb.contexts.demo import coding_session
@@ -364,7 +366,11 @@ def test_the_json_branch_gives_the_replays_progress(world: World, inline: Any) -
     ingest(world, bodies=BODIES[:5])
     replay, response = replay_now(world, inline, presets=("BaseAgent",))
     replay.refresh_from_db()
-    data = logged_in(world, world.teammate).get(f"{response['Location']}?format=json").json()
+    client = logged_in(world, world.teammate)
+    with CaptureQueriesContext(connection) as queries:
+        data = client.get(f"{response['Location']}?format=json").json()
+    # a poll reads the progress, never the results (megabytes for a long session)
+    assert not [q["sql"] for q in queries if '"contexts_replay"."results"' in q["sql"]]
     assert data["id"] == replay.pk
     assert data["status"] == "succeeded"
     assert data["done"] == data["total"] == replay.total == 2 * 5
