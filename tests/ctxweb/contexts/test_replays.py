@@ -326,6 +326,17 @@ def test_a_replay_whose_worker_died_is_failed_by_the_reaper(session: Session) ->
     assert fresh.error.startswith("never started")
 
 
+def test_a_sessions_replays_go_with_it(world: World, session: Session) -> None:
+    from ctxweb.contexts.services.deletion import session_delete
+
+    replays.replay_create(session=session, policies=[{"strategy": "nanobot-trim"}])
+    post_turn(world, "kept", history(1))
+    kept = Session.objects.get(external_id="kept")
+    other = replays.replay_create(session=kept, policies=[{"strategy": "nanobot-trim"}])
+    session_delete(session=session, actor=world.owner)
+    assert list(Replay.objects.values_list("pk", flat=True)) == [other.pk]
+
+
 # --- applying a column --------------------------------------------------------------------------
 
 
