@@ -346,8 +346,27 @@ def _preparing(key_id: int) -> asyncio.Semaphore:
     return semaphore
 
 
-def _too_large(provider: str, what: str) -> Relayed:
-    return error(provider, 502, "api_error", f"ctxweb: {what}.")
+#: The error types of a call refused before it goes upstream, by status: (Anthropic's, OpenAI's).
+_REFUSALS = {
+    401: ("authentication_error", "invalid_api_key"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+def _refused(provider: str, status: int, why: str, header: tuple[str, str]) -> Relayed:
+    """A call refused before it goes upstream (no key, over a limit), in the provider's shape,
+    with the header that tells the agent's SDK whether or when to ask again."""
+    anthropic, openai = _REFUSALS[status]
+    kind = anthropic if provider == "anthropic" else openai
+    refused = error(provider, status, kind, f"ctxweb: {why}.")
+    refused.headers.append(header)
+    return refused
+
+
+def _bad_gateway(provider: str, why: str) -> Relayed:
+    """The provider's answer cannot be relayed (unreachable, too slow, too large): a 502 in its
+    shape."""
+    return error(provider, 502, "api_error", f"ctxweb: {why}.")
 
 
 def _stream_error(provider: str, format: str | None, message: str) -> bytes:
@@ -382,37 +401,33 @@ async def relay(
     loop = asyncio.get_running_loop()
     key, wait = await loop.run_in_executor(_KEYS, _admit, raw_key) if raw_key else (None, None)
     if key is None:
-        refused = error(
+        # Asking again cannot help. Claude Code retries a bare 401 for about three minutes
+        # before it prints the message; x-should-retry (which the Anthropic and OpenAI SDKs
+        # honour) makes it stop at the first answer.
+        return _refused(
             provider,
             401,
-            "authentication_error" if provider == "anthropic" else "invalid_api_key",
-            "ctxweb: send your ctxweb API key in the X-Ctxweb-Key header (the provider's key"
-            " stays in its usual header).",
+            "send your ctxweb API key in the X-Ctxweb-Key header (the provider's key stays in"
+            " its usual header)",
+            ("x-should-retry", "false"),
         )
-        # Asking again cannot help. Claude Code retries a bare 401 for about three minutes
-        # before it prints the message; this header (which the Anthropic and OpenAI SDKs
-        # honour) makes it stop at the first answer.
-        refused.headers.append(("x-should-retry", "false"))
-        return refused
-    kind = "rate_limit_error" if provider == "anthropic" else "rate_limit_exceeded"
     if wait is not None:
-        refused = error(
-            provider, 429, kind, f"ctxweb: over this key's rate limit; retry in {wait}s."
+        return _refused(
+            provider,
+            429,
+            f"over this key's rate limit; retry in {wait}s",
+            ("retry-after", str(wait)),
         )
-        refused.headers.append(("retry-after", str(wait)))
-        return refused
     release = _enter(key.pk)
     if release is None:
         limit = settings.CTXWEB_PROXY_KEY_CONCURRENCY
-        refused = error(
+        return _refused(
             provider,
             429,
-            kind,
-            f"ctxweb: this key has {limit} calls in flight already"
-            " (CTXWEB_PROXY_KEY_CONCURRENCY); retry when one ends.",
+            f"this key has {limit} calls in flight already (CTXWEB_PROXY_KEY_CONCURRENCY);"
+            " retry when one ends",
+            ("retry-after", "1"),
         )
-        refused.headers.append(("retry-after", "1"))
-        return refused
     try:
         relayed = await _relay(key, provider, rest, method, query, headers, body)
     except BaseException:
@@ -480,22 +495,19 @@ async def _relay(
         answer = await asyncio.wait_for(client.send(outgoing, stream=True), seconds)
     except TimeoutError:
         logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
-        why = (
-            "ctxweb: the provider did not answer within CTXWEB_PROXY_MAX_ANSWER_SECONDS"
-            f" ({seconds}s)."
+        return _bad_gateway(
+            provider,
+            f"the provider did not answer within CTXWEB_PROXY_MAX_ANSWER_SECONDS ({seconds}s)",
         )
-        return error(provider, 502, "api_error", why)
     except httpx.HTTPError as failure:
         name = type(failure).__name__
         logger.warning("proxy: %s unreachable: %s", upstream(provider), name)
-        return error(
-            provider, 502, "api_error", f"ctxweb: the provider could not be reached ({name})."
-        )
+        return _bad_gateway(provider, f"the provider could not be reached ({name})")
     limit = settings.CTXWEB_PROXY_MAX_ANSWER_BYTES
     declared = answer.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         await answer.aclose()
-        return _too_large(
+        return _bad_gateway(
             provider,
             f"the provider's answer is {int(declared)} bytes, over"
             f" CTXWEB_PROXY_MAX_ANSWER_BYTES ({limit})",

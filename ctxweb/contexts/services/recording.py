@@ -511,8 +511,7 @@ def _adopt_unqueued() -> None:
             )
         except (OSError, ValueError, KeyError, LookupError) as error:
             logger.warning("recording: spooled call %s cannot be taken up: %s", spool, error)
-            for stale in (path, request_path(spool), answer_path(spool)):
-                stale.unlink(missing_ok=True)
+            _files_remove(spool)
 
 
 def _sweep(counts: dict[str, int]) -> set[str]:
