@@ -5,9 +5,12 @@ session is posted through the REST ingest, as an agent would."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import TestCase
 
 from ctxweb.contexts.models import Turn
 from ctxweb.contexts.selectors import attribution as attribution_selector
@@ -200,3 +203,37 @@ def test_it_answers_as_the_turn_detail_does_for_each_persona(world: World) -> No
     missing = world.api(world.ingest_key).get("/api/v1/sessions/s1/turns/7/attribution")
     assert missing.status_code == 404
     assert "error" in missing.json()
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "claude-code/viewer-sample-1af7fc5e.jsonl",
+        "codex/agentcmd-rollout-0924-2012.jsonl",
+        "swe-agent/marshmallow-1867-function-calling.traj",
+    ],
+)
+def test_imported_transcripts_attribute_every_turn_to_its_stored_regions(
+    world: World, transcripts: Path, relative: str, settings: Any
+) -> None:
+    settings.CTXWEB_TASKS_INLINE = True
+    path = transcripts / relative
+    client = world.api(world.ingest_key)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        response = client.post(
+            "/api/v1/import",
+            {"file": SimpleUploadedFile(path.name, path.read_bytes())},
+            format="multipart",
+        )
+    assert response.status_code in (201, 202), response.content
+    [session] = client.get(response.json()["url"]).json()["sessions"][:1]
+    turns = Turn.objects.filter(session__external_id=session["external_id"]).order_by("index")
+    assert turns.count() == session["turns"] > 0
+    kinds: set[str] = set()
+    for turn in turns:
+        body = attribution(client, session["external_id"], turn.index)
+        assert body["matches_turn"] is True, turn.index
+        stored = {name: tokens for name, tokens in turn.regions.items() if tokens}
+        assert {r["region"]: r["tokens"] for r in body["regions"]} == stored
+        kinds |= {i["kind"] for r in body["regions"] for i in r["items"]}
+    assert "file" in kinds  # each of these sessions reads or writes files
