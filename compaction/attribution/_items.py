@@ -232,7 +232,7 @@ def message_items(
     """
     servers = servers or {}
     known: Mapping[str, CallTarget] = calls or {}
-    if any(part.id not in known for part in message.tool_calls):
+    if message.tool_calls and message.tool_results:  # a result answering a call beside it
         known = {**known, **call_targets(message, servers)}
     count = counter.count_message(message)
     if memo is not None:
@@ -245,7 +245,8 @@ def message_items(
         if isinstance(part, ToolResultPart):
             items += _result_items(part, tokens, counter, message=message, calls=known, where=where)
         elif isinstance(part, ToolCallPart):
-            items += _call_items(part, tokens, counter, known[part.id], where)
+            # its own target, not ``known``'s: agents reuse call ids (SWE-agent does)
+            items += _call_items(part, tokens, counter, _target(part, servers), where)
         elif isinstance(part, ReasoningPart):
             items.append(Item("reasoning", "reasoning", "reasoning", "reasoning", tokens, where))
         elif isinstance(part, MediaPart):

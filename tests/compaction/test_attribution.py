@@ -796,3 +796,28 @@ def test_names_from_the_request_are_cut_at_the_bound() -> None:
     assert all(len(name) == MAX_NAME_CHARS and name.endswith("…") for name in names)
     assert names[0].startswith("T")
     assert names[1] == names[2]  # the call's file and its output's: still one item
+
+
+def test_a_reused_call_id_names_the_latest_call() -> None:
+    """SWE-agent reuses call ids: each output belongs to the call just before it."""
+    messages = (
+        Message("assistant", (ToolCallPart("c", "open", '{"path": "a.py"}'),)),
+        Message("tool", (ToolResultPart("c", (TextPart("1:import os"),)),)),
+        Message("assistant", (ToolCallPart("c", "bash", '{"command": "ls -F"}'),)),
+        Message("tool", (ToolResultPart("c", (TextPart("a.py setup.py"),)),)),
+    )
+    context = Context("openai-chat", messages)
+    attribution = context_items(context, COUNTER)
+    assert_exact(attribution, context)
+    named = [(i.where, i.kind, i.name) for i in attribution.items if i.kind != "unattributed"]
+    assert named == [
+        (0, "file", "a.py"),
+        (1, "file", "a.py"),
+        (2, "tool_call", "bash"),
+        (3, "tool_output", "bash"),
+    ]
+    calls = compaction.attribution.call_targets(messages[0])
+    standalone = message_items(messages[2], COUNTER, where=2, calls=calls)
+    assert [(i.kind, i.name) for i in standalone if i.kind != "unattributed"] == [
+        ("tool_call", "bash")
+    ]
