@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from ctxweb.accounts.models import Project
 from ctxweb.accounts.services import api_key_create
+from ctxweb.contexts.selectors import attribution as selector
 from tests.support.browser import log_in, off_loop, shot
 from tests.support.world import World
 
@@ -148,3 +149,15 @@ def test_a_region_opens_from_the_keyboard(live_server: Any, page: Any, project: 
     shot(page, "turn-attribution")
     page.keyboard.press("Enter")
     assert not table.is_visible()
+
+
+@pytest.mark.django_db
+def test_items_past_the_bound_are_folded_into_one_row(world: World, monkeypatch: Any) -> None:
+    monkeypatch.setattr(selector, "ITEMS_PER_REGION", 1)
+    two_turns(world.api(world.ingest_key))
+    attribution = section(world.login(world.owner).get("/sessions/s1/turns/1/").content.decode())
+    # tools: Read, the MCP tool and the wrapper; one listed, two folded
+    tools = attribution[attribution.index('id="attribution-tools"') :]
+    tools = tools[: tools.index("</details>")]
+    assert tools.count('<tr class="attribution-item') == 1
+    assert '<tr class="more"><td colspan="5">2 more items:' in tools
