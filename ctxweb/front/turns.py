@@ -208,6 +208,10 @@ ITEM_KINDS = {
 }
 
 
+#: The kinds whose group (MCP server, tool) is worth showing beside their name.
+GROUPED = ("tool_definition", "tool_call", "tool_output", "file", "instruction")
+
+
 def attribution_view(attribution: dict[str, Any]) -> dict[str, Any]:
     """A turn's attribution (:func:`selectors.turn_attribution`) as the turn page shows it: each
     item with its kind's name, a bar relative to its region's largest item, and the message
@@ -235,7 +239,7 @@ def attribution_view(attribution: dict[str, Any]) -> dict[str, Any]:
                 for row in changes[status]
             ],
         }
-    return {**attribution, "regions": regions, "changes": changes}
+    return {**attribution, "regions": regions, "changes": changes, "grouped_kinds": GROUPED}
 
 
 @login_required

@@ -94,6 +94,7 @@ def test_each_region_lists_its_items_as_the_api_does(world: World) -> None:
     assert 'mcp__github__get_issue</span> <span class="muted">· github</span>' in attribution
     assert '<a href="#m-4">#4</a>' in attribution  # lib.py's output is message 4
     assert "/repo/CLAUDE.md" in attribution
+    assert 'user text</span> <span class="muted">·' not in attribution  # no group for text
     assert attribution.count("change-new") >= 2  # lib.py's call and output
     assert "Changes since turn 0:" in attribution
 
