@@ -141,9 +141,15 @@ def _preset(
     strategy: str,
     when: dict[str, Any],
     overrides: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
+    """The preset, or None when its parameters cannot fit this session (a reserve as large as
+    the window leaves BaseAgent nothing to plan for)."""
     params = {**planning.session_defaults(session=session, strategy=strategy), **(overrides or {})}
-    get_strategy(strategy).validate(params)  # a preset that does not validate is a bug: raise
+    try:
+        get_strategy(strategy).validate(params)
+    except StrategyError:
+        logger.info("preset %s left out for session %s", label, session.pk, exc_info=True)
+        return None
     return {"label": label, "strategy": strategy, "params": params, "trigger": when}
 
 
@@ -174,6 +180,9 @@ def replay_presets(*, session: Session) -> list[dict[str, Any]]:
     - Claude Code's context editing (``anthropic-clear-tool-uses``): above 100,000 input
       tokens, or 80% of usable on a smaller window (100K would never fire there).
     - ctxweb-auto: targets 30%, 50% and 70% of usable, above 80% of usable.
+
+    A preset whose parameters cannot fit the session (a reserve as large as its window) is left
+    out.
     """
     window, reserve = session.context_window, session.output_reserve
     usable = budget(window, reserve, Policy.ctxweb()).usable
@@ -181,7 +190,7 @@ def replay_presets(*, session: Session) -> list[dict[str, Any]]:
     nanobot_budget = int(
         planning.session_defaults(session=session, strategy="nanobot-trim")["budget"]
     )
-    return [
+    presets = [
         _preset(session, "BaseAgent", "baseagent-compact", {"fraction": 0.85}),
         _preset(
             session,
@@ -219,6 +228,7 @@ def replay_presets(*, session: Session) -> list[dict[str, Any]]:
             for target in (0.3, 0.5, 0.7)
         ),
     ]
+    return [preset for preset in presets if preset is not None]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -98,6 +98,15 @@ def test_preset_triggers_follow_the_session_window(session: Session) -> None:
     assert presets["BaseAgent"]["params"]["context_limit"] == window
 
 
+def test_a_preset_that_cannot_fit_the_session_is_left_out(session: Session) -> None:
+    # An output reserve as large as the window: BaseAgent has nothing to plan for.
+    Session.objects.filter(pk=session.pk).update(output_reserve=session.context_window)
+    session.refresh_from_db()
+    labels = [p["label"] for p in replays.replay_presets(session=session)]
+    assert "BaseAgent" not in labels
+    assert "CoPaw" in labels
+
+
 # --- validation ---------------------------------------------------------------------------------
 
 
