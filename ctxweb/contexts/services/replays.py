@@ -318,6 +318,13 @@ def replay_create(
     ``CTXWEB_REPLAYS_KEPT`` newest replays: older finished ones are deleted.
     """
     checked = replay_policies_validate(policies)
+    for position, policy in enumerate(checked):
+        # As the run will resolve them: the window and reserve left out are the session's.
+        defaults = planning.session_defaults(session=session, strategy=policy["strategy"])
+        try:
+            get_strategy(policy["strategy"]).validate({**defaults, **policy["params"]})
+        except StrategyError as exc:
+            raise StrategyError(f"policies[{position}].{exc.path}", exc.reason) from None
     replay_reap_stale()
     turns = selectors.turn_list(session=session).count()
     if not turns:

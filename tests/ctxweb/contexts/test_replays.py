@@ -137,6 +137,14 @@ def test_a_preset_that_cannot_fit_the_session_is_left_out(session: Session) -> N
         ([{"strategy": "nanobot-trim", "trigger": {"when": 1}}], "policies[0].trigger.when"),
         ([{"strategy": "nanobot-trim", "label": "x" * 101}], "policies[0].label"),
         ([{"strategy": "nanobot-trim", "label": 5}], "policies[0].label"),
+        # Valid alone, not with the session's window (gpt-4o: 128K) that the run will take.
+        (
+            [
+                {"strategy": "nanobot-trim"},
+                {"strategy": "baseagent-compact", "params": {"output_reserve": 150_000}},
+            ],
+            "policies[1].params.output_reserve",
+        ),
     ],
 )
 def test_a_bad_policy_is_refused_naming_its_field(
