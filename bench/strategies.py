@@ -24,6 +24,12 @@ Usage: ``.venv/bin/python bench/strategies.py [--fraction 0.3] [--runs 9] [--no-
 
 Results go to ``docs/benchmarks.md`` under the two ``## Strategies: ...`` sections (the other
 sections are kept).
+
+Before and after a change to ctxweb-auto, in one sitting: from a checkout of the code before it
+(``git archive <rev> compaction bench tests/support ctxweb | tar -x -C <dir>``, this script and
+``bench/facts.py`` copied in), ``python bench/strategies.py --only facts --save before.json
+--strategies ctxweb-auto``; then here, ``--only facts --before before.json --change "<what>"``:
+the facts section shows ctxweb-auto's sessions at 95% and facts by kind for both.
 """
 
 from __future__ import annotations

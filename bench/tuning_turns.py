@@ -94,8 +94,23 @@ def run(fraction: float, every: int, half: str = "tuning") -> dict[str, Any]:
     }
 
 
-def _tables(results: list[dict[str, Any]]) -> list[str]:
-    """The turns' table, the facts by kind, and the turns under 95%, for one half."""
+def _kind_cells(r: dict[str, Any]) -> list[str]:
+    cells = []
+    for kind in _KIND_NAMES:
+        kept, facts = r["kinds"][kind]
+        cell = f"{kept:,} of {facts:,}"
+        if kind == "url":
+            cell += f" (+{r['urls_short']} short)"
+        cells.append(cell)
+    return cells
+
+
+_KIND_NAMES = {"path": "paths", "error": "errors", "url": "URLs", "id": "names"}
+
+
+def _tables(results: list[dict[str, Any]], before: list[dict[str, Any]] | None = None) -> list[str]:
+    """The turns' table, the facts by kind (and those of a run ``before`` a change), and the
+    turns under 95%, for one half."""
     lines = [
         "| target | turns planned | fact floor allows 95% | facts kept visible there"
         " | turns under 95% | of which the carrier floor allows 95% |",
@@ -109,24 +124,26 @@ def _tables(results: list[dict[str, Any]]) -> list[str]:
             f" {r['facts']:,} ({share:.1%}) | {len(r['under'])} | {carried} (of"
             f" {r['carriable']} turns it allows) |"
         )
-    names = {"path": "paths", "error": "errors", "url": "URLs", "id": "names"}
     lines += [
         "",
         "By kind, on the same turns (kept ÷ facts; a URL counts as kept only whole, `+n short` is"
-        " how many more it wrote short, host and path or host and last segment):",
+        " how many more it wrote short, host and path or host and last segment)"
+        + (", and as the code before the change planned them, same sitting:" if before else ":"),
         "",
-        "| target | " + " | ".join(names.values()) + " |",
-        "|---|" + "---|" * len(names),
+        "| target | code | all facts; turns | " + " | ".join(_KIND_NAMES.values()) + " |",
+        "|---|---|---|" + "---|" * len(_KIND_NAMES),
     ]
     for r in results:
-        cells = []
-        for kind in names:
-            kept, facts = r["kinds"][kind]
-            cell = f"{kept:,} of {facts:,}"
-            if kind == "url":
-                cell += f" (+{r['urls_short']} short)"
-            cells.append(cell)
-        lines.append(f"| {r['fraction']:.0%} | " + " | ".join(cells) + " |")
+        runs = [("this", r)]
+        if before is not None:
+            runs.insert(0, ("before", next(b for b in before if b["fraction"] == r["fraction"])))
+        for label, run_ in runs:
+            share = f"{run_['kept']:,} of {run_['facts']:,}; {len(run_['under'])} under 95%"
+            lines.append(
+                f"| {r['fraction']:.0%} | {label} | {share} | "
+                + " | ".join(_kind_cells(run_))
+                + " |"
+            )
     for r in results:
         if r["under"]:
             # the turns the carrier floor allows first: there the plan, not the budget, fell short
@@ -146,6 +163,7 @@ def render(
     every: int,
     when: str,
     held_out: list[dict[str, Any]] | None = None,
+    before: dict[str, list[dict[str, Any]]] | None = None,
 ) -> str:
     from record import machine
 
@@ -166,10 +184,15 @@ def render(
             else ""
         ),
         "",
-        *_tables(results),
+        *_tables(results, before["tuning"] if before else None),
     ]
     if held_out:
-        lines += ["", "**Held-out half**, the same measure:", "", *_tables(held_out)]
+        lines += [
+            "",
+            "**Held-out half**, the same measure:",
+            "",
+            *_tables(held_out, before.get("held-out") if before else None),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -183,7 +206,15 @@ def main() -> None:
         action="store_true",
         help="also report the held-out half's turns (once tuning is done: never tune on them)",
     )
+    parser.add_argument("--save", type=Path, help="write the results as JSON here, no section")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="JSON saved by --save from the code before a change (same sitting), shown by kind",
+    )
     args = parser.parse_args()
+    import json
+
     import django
 
     django.setup()
@@ -192,7 +223,11 @@ def main() -> None:
     fractions = [float(f) for f in args.fractions.split(",")]
     results = [run(f, args.every) for f in fractions]
     held_out = [run(f, args.every, "held-out") for f in fractions] if args.held_out else None
-    section = render(results, args.every, datetime.date.today().isoformat(), held_out)
+    if args.save is not None:
+        args.save.write_text(json.dumps({"tuning": results, "held-out": held_out}))
+        return
+    before = json.loads(args.before.read_text()) if args.before is not None else None
+    section = render(results, args.every, datetime.date.today().isoformat(), held_out, before)
     print(section)
     if not args.no_write:
         write_section(SECTION, section)
