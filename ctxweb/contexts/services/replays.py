@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from compaction.cache import price_for
@@ -471,8 +472,9 @@ class _Progress:
         if delta <= 0:
             return
         self.reported = self.seen
+        # Never past total: a column redelivered after its worker died walks its turns again.
         Replay.objects.filter(pk=self.replay.pk).update(
-            done=F("done") + delta, heartbeat_at=timezone.now()
+            done=Least(F("done") + delta, F("total")), heartbeat_at=timezone.now()
         )
         row = Replay.objects.filter(pk=self.replay.pk).values("done", "total", "status").first()
         if row is None:

@@ -295,6 +295,18 @@ def test_a_turn_posted_after_the_replay_was_asked_for_is_not_in_it(
     assert [len(column["turns"]) for column in replay.results] == [TURNS, TURNS]
 
 
+def test_progress_never_passes_the_total(session: Session) -> None:
+    """A column redelivered after its worker died walks its turns again: ``done`` stays within
+    ``total``."""
+    replay = replays.replay_create(session=session, policies=[{"strategy": "nanobot-trim"}])
+    replays.replay_run(replay_id=replay.pk, fan_out=lambda pk, column: None)
+    Replay.objects.filter(pk=replay.pk).update(done=replay.total - 1)
+    replays.replay_run_column(replay_id=replay.pk, column=0)
+    replay.refresh_from_db()
+    assert replay.status == "running"  # column 1 has not landed
+    assert replay.done == replay.total
+
+
 # --- limits, pruning, reaping ---------------------------------------------------------------------
 
 
