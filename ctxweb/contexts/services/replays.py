@@ -173,7 +173,8 @@ def replay_presets(*, session: Session) -> list[dict[str, Any]]:
     - BaseAgent (``baseagent-compact``): above 85% of usable.
     - picoclaw (``picoclaw-summarize``): above 75% of the window (its history-only count and
       20-message rule are the strategy's own checks when it runs).
-    - LLM4S (``llm4s-pipeline``): above its budget, the usable window.
+    - LLM4S (``llm4s-pipeline``): above 92% of its budget, the usable window (its final trim
+      runs unless the count is within ``budget × 0.92``; digests above the budget).
     - nanobot (``nanobot-trim``): above its ``budget`` (4,000 tokens by default).
     - CoPaw (``copaw-compact``): at 75% of the window.
     - Codex (``codex-compact``): BaseAgent's trigger, which copied Codex's compaction.
@@ -199,7 +200,7 @@ def replay_presets(*, session: Session) -> list[dict[str, Any]]:
             "picoclaw-summarize",
             _tokens_trigger(window, reserve, Policy.picoclaw_summarize()),
         ),
-        _preset(session, "LLM4S", "llm4s-pipeline", {"fraction": 1.0}),
+        _preset(session, "LLM4S", "llm4s-pipeline", {"fraction": 0.92}),
         _preset(session, "nanobot", "nanobot-trim", {"tokens": max(1, nanobot_budget)}),
         _preset(
             session, "CoPaw", "copaw-compact", _tokens_trigger(window, reserve, Policy.copaw())
