@@ -50,9 +50,8 @@ import json
 import logging
 import time
 import weakref
-import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +64,6 @@ from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.bodies import ENCODINGS
 from ctxweb.contexts.services import recording
-from ctxweb.contexts.services.ingest import WINDOW_HEADERS
 from ctxweb.contexts.services.proxying import proxy_prepare
 
 if TYPE_CHECKING:
@@ -134,22 +132,11 @@ _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix
 _PREPARE = ThreadPoolExecutor(
     settings.CTXWEB_PROXY_PREPARE_THREADS, thread_name_prefix="ctxweb-proxy-prepare"
 )
-#: Writing recordings' rows (the files are written on the event loop, as the chunks pass): one
-#: thread per shard of lanes, so that a lane's calls are queued in the order they were relayed.
-_SPOOLS = [ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}") for n in range(4)]
-
-
-def _spool_thread(lane: str) -> ThreadPoolExecutor:
-    return _SPOOLS[zlib.crc32(lane.encode()) % len(_SPOOLS)]
-
-
 #: Calls in flight per key in this process, and each key's preparations.
 _IN_FLIGHT: dict[int, int] = {}
 _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
-#: Recordings being closed (tests wait for them: :func:`recording_idle`).
-_CLOSING: set[Future[Any]] = set()
 
 
 def _client() -> httpx.AsyncClient:
@@ -258,8 +245,7 @@ def _prepare(**call: Any) -> Any:
 def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
     """Wait until every call relayed so far is recorded (tests, and a process shutting down);
     with ``close``, this thread's database connection is closed afterwards."""
-    for future in list(_CLOSING):
-        future.result(timeout=timeout)
+    recording.recordings_queued(timeout)
     try:
         recording.recordings_idle(timeout)
     finally:
@@ -271,8 +257,7 @@ def recorders_quiet(timeout: float = 30) -> None:
     """Wait until this process's recording threads have nothing left to do (no database read:
     for tests that end with calls they relayed)."""
     deadline = time.monotonic() + timeout
-    for future in list(_CLOSING):
-        future.result(timeout=timeout)
+    recording.recordings_queued(timeout)
     while recording.recorders_busy() and time.monotonic() < deadline:
         time.sleep(0.02)
 
@@ -517,31 +502,30 @@ async def _relay(
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     coding = answer.headers.get("content-encoding", "").strip().lower()
     encoded = coding not in ("", "identity")
-    spool: str | None = None
-    call: dict[str, Any] = {}
-    spooling = _SPOOLS[0]
-    if format is not None:
-        spool = recording.spool_new()
-        call = {
-            "format": format,
-            "streamed": streamed,
-            "session": session,
-            "original": list(original),
-            "events": events,
-            "content_encoding": coding if encoded else "",
-            "window_headers": [[n, v] for n, v in headers if n.lower() in WINDOW_HEADERS],
-            "length": int(declared) if declared.isdigit() else None,
-        }
-        # what the call is and its request, written before any of the answer is relayed: the
-        # record a crash leaves (the queue's row is added once the answer has gone back)
-        recording.spool_write(
-            project_id=key.project_id, key_id=key.pk, spool=spool, call=call, request_body=body
+    spooled = (
+        None
+        if format is None
+        else recording.recording_spool(
+            project_id=key.project_id,
+            key_id=key.pk,
+            format=format,
+            streamed=streamed,
+            session=session,
+            original=original,
+            events=events,
+            content_encoding=coding if encoded else "",
+            headers=headers,
+            length=int(declared) if declared.isdigit() else None,
+            request_body=body,
         )
-        spooling = _spool_thread(recording.lane_for(key.project_id, key.pk, session))
-    project_id, key_id, request_bytes = key.project_id, key.pk, len(body)
+    )
 
     async def chunks() -> AsyncIterator[bytes]:
-        written = None if spool is None else recording.answer_path(spool).open("wb", buffering=0)
+        written = (
+            None
+            if spooled is None
+            else recording.answer_path(spooled.spool).open("wb", buffering=0)
+        )
         size = 0
         complete = False
         events = streamed and not encoded
@@ -587,19 +571,10 @@ async def _relay(
             try:
                 if written is not None:
                     written.close()
-                if spool is not None:
-                    closing = spooling.submit(
-                        _queue,
-                        project_id=project_id,
-                        key_id=key_id,
-                        spool=spool,
-                        call=call,
-                        request_bytes=request_bytes,
-                        answer_bytes=size,
-                        complete=complete,
+                if spooled is not None:
+                    recording.recording_finish(
+                        spooled=spooled, answer_bytes=size, complete=complete
                     )
-                    _CLOSING.add(closing)
-                    closing.add_done_callback(_CLOSING.discard)
             finally:
                 await answer.aclose()
 
@@ -619,12 +594,3 @@ def _whole_events(data: bytes) -> tuple[bytes, bytes]:
     if end < 2:
         return b"", data
     return data[:end], data[end:]
-
-
-def _queue(**call: Any) -> None:
-    """Once an answer is over: queue its call for recording (or drop it), off the event loop."""
-    try:
-        recording.recording_queue(**call)
-    except Exception:
-        # the files stay: the sweep queues the call
-        logger.exception("proxy: the call's recording could not be queued")

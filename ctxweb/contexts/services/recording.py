@@ -35,8 +35,10 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ from django.utils import timezone
 
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import PendingCall
-from ctxweb.contexts.services.ingest import call_context_window
+from ctxweb.contexts.services.ingest import WINDOW_HEADERS, call_context_window
 from ctxweb.contexts.services.proxying import (
     proxy_answer_finished,
     proxy_memory_expire,
@@ -132,6 +134,102 @@ def spool_write(
     request_path(spool).write_bytes(request_body)
     what = {"project_id": project_id, "key_id": key_id, "call": call, "owner": owner()}
     call_path(spool).write_bytes(json.dumps(what).encode())
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A call whose exchange is spooled as it is relayed (:func:`recording_spool`): its files'
+    name, and what queueing it takes once its answer is over (:func:`recording_finish`)."""
+
+    project_id: int
+    key_id: int
+    spool: str
+    call: dict[str, Any]
+    request_bytes: int
+    lane: str
+
+
+def recording_spool(
+    *,
+    project_id: int,
+    key_id: int,
+    format: str,
+    streamed: bool,
+    session: str | None,
+    original: Sequence[str],
+    events: list[dict[str, Any]],
+    content_encoding: str,
+    headers: Sequence[tuple[str, str]],
+    length: int | None,
+    request_body: bytes,
+) -> Spooled:
+    """Spool a call whose answer is about to be relayed: what it is and how to record it (the
+    request ``headers`` that select its window among them), then its request, before any of its
+    answer (:func:`spool_write`: the record a crash leaves; its row is added once the answer has
+    gone back). The relay writes the answer to ``answer_path(spooled.spool)`` as it relays it,
+    then calls :func:`recording_finish`."""
+    spool = spool_new()
+    call = {
+        "format": format,
+        "streamed": streamed,
+        "session": session,
+        "original": list(original),
+        "events": events,
+        "content_encoding": content_encoding,
+        "window_headers": [[n, v] for n, v in headers if n.lower() in WINDOW_HEADERS],
+        "length": length,
+    }
+    spool_write(
+        project_id=project_id, key_id=key_id, spool=spool, call=call, request_body=request_body
+    )
+    return Spooled(
+        project_id=project_id,
+        key_id=key_id,
+        spool=spool,
+        call=call,
+        request_bytes=len(request_body),
+        lane=lane_for(project_id, key_id, session),
+    )
+
+
+#: Queueing calls whose answer is over (a row each), off the relay's event loop: one thread per
+#: shard of lanes, so that a lane's calls are queued in the order they were relayed.
+_QUEUEING = [ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}") for n in range(4)]
+#: The calls being queued (:func:`recordings_queued` waits for them).
+_FINISHING: set[Future[None]] = set()
+
+
+def recording_finish(*, spooled: Spooled, answer_bytes: int, complete: bool) -> None:
+    """The answer to a spooled call is over (``complete``: relayed to its end): queue the call
+    (:func:`recording_queue`) on its lane's thread, after the lane's earlier calls. Returns at
+    once (the relay calls it on its event loop)."""
+    shard = _QUEUEING[zlib.crc32(spooled.lane.encode()) % len(_QUEUEING)]
+    finishing = shard.submit(_finish, spooled, answer_bytes, complete)
+    _FINISHING.add(finishing)
+    finishing.add_done_callback(_FINISHING.discard)
+
+
+def _finish(spooled: Spooled, answer_bytes: int, complete: bool) -> None:
+    try:
+        recording_queue(
+            project_id=spooled.project_id,
+            key_id=spooled.key_id,
+            spool=spooled.spool,
+            call=spooled.call,
+            request_bytes=spooled.request_bytes,
+            answer_bytes=answer_bytes,
+            complete=complete,
+        )
+    except Exception:
+        # the files stay: the sweep queues the call
+        logger.exception("recording: the relayed call %s could not be queued", spooled.spool)
+
+
+def recordings_queued(timeout: float = 30) -> None:
+    """Wait until every call whose answer is over so far is queued, or dropped (tests, and a
+    process shutting down)."""
+    for finishing in list(_FINISHING):
+        finishing.result(timeout=timeout)
 
 
 def recording_queue(

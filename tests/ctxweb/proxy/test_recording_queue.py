@@ -61,27 +61,24 @@ def spool(
     session: str | None,
     key_id: int = 1,
     answer: bytes | None = None,
-) -> tuple[str, dict[str, Any], bytes]:
-    """Write a call's files as the relay does (what it is and its request, then its answer):
-    its spool name, its ``call`` and its request."""
-    name = recording.spool_new()
-    answer = json.dumps(ANSWER).encode() if answer is None else answer
-    call = {
-        "format": "openai-chat",
-        "streamed": False,
-        "session": session,
-        "original": [],
-        "events": [],
-        "content_encoding": "",
-        "window_headers": [],
-        "length": len(json.dumps(ANSWER).encode()),
-    }
-    request = request_for(history)
-    recording.spool_write(
-        project_id=project.pk, key_id=key_id, spool=name, call=call, request_body=request
+) -> recording.Spooled:
+    """Spool a call as the relay does (what it is and its request, then its answer)."""
+    whole = json.dumps(ANSWER).encode()
+    spooled = recording.recording_spool(
+        project_id=project.pk,
+        key_id=key_id,
+        format="openai-chat",
+        streamed=False,
+        session=session,
+        original=(),
+        events=[],
+        content_encoding="",
+        headers=[("Content-Type", "application/json")],
+        length=len(whole),
+        request_body=request_for(history),
     )
-    recording.answer_path(name).write_bytes(answer)
-    return name, call, request
+    recording.answer_path(spooled.spool).write_bytes(whole if answer is None else answer)
+    return spooled
 
 
 def enqueue(
@@ -89,17 +86,11 @@ def enqueue(
 ) -> str:
     """Spool a call and queue it once its answer has gone back whole, as the relay does; its
     spool name."""
-    name, call, request = spool(project, history, session=session, key_id=key_id)
-    recording.recording_queue(
-        project_id=project.pk,
-        key_id=key_id,
-        spool=name,
-        call=call,
-        request_bytes=len(request),
-        answer_bytes=recording.answer_path(name).stat().st_size,
-        complete=True,
-    )
-    return name
+    spooled = spool(project, history, session=session, key_id=key_id)
+    answered = recording.answer_path(spooled.spool).stat().st_size
+    recording.recording_finish(spooled=spooled, answer_bytes=answered, complete=True)
+    recording.recordings_queued()
+    return spooled.spool
 
 
 def left_by_a_dead_relay(name: str) -> None:
@@ -214,9 +205,9 @@ def test_the_sweep_records_a_whole_answer_its_dead_relay_left_and_drops_a_cut_on
 ) -> None:
     """A relay that dies leaves its call's files and no row: the sweep adds the row, then
     records the call when its answer had been relayed whole and drops it when not."""
-    whole, _, _ = spool(project, ["Kept."], session="crashed")
-    cut, _, _ = spool(project, ["Cut."], session="cut", answer=json.dumps(ANSWER).encode()[:20])
-    alive, _, _ = spool(project, ["Still relaying."], session="alive")
+    whole = spool(project, ["Kept."], session="crashed").spool
+    cut = spool(project, ["Cut."], session="cut", answer=json.dumps(ANSWER).encode()[:20]).spool
+    alive = spool(project, ["Still relaying."], session="alive").spool
     left_by_a_dead_relay(whole)
     left_by_a_dead_relay(cut)
     try:
