@@ -1,0 +1,366 @@
+"""Attribution pages: a session's attribution (what grew its context, how long each item stayed,
+files read again, outputs never referred to, per tool) and the project overview (tokens by day by
+region, top tools, MCP servers, files and instructions, sessions near their window, compactions,
+reported usage), each table also served as CSV (``?format=csv&table=<name>``).
+
+The numbers come from the rollups kept at ingest, through
+:func:`ctxweb.contexts.selectors.attribution.session_attribution` and
+:func:`~ctxweb.contexts.selectors.attribution.project_overview`: a page never scans turns.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+
+from ctxweb.contexts.selectors import USED_REGIONS
+from ctxweb.contexts.selectors import attribution as attribution_selectors
+from ctxweb.front.access import page_access, page_session
+
+#: The overview's preset ranges, in days ending today (``range=custom`` takes ``start``/``end``).
+RANGES = {"7": "Last 7 days", "30": "Last 30 days", "90": "Last 90 days", "custom": "Custom"}
+DEFAULT_RANGE = "30"
+#: The longest custom range, in days: a year and a bit (a day's rollups are one row per day).
+MAX_RANGE_DAYS = 400
+#: The longest model, agent, source or session filter a URL may carry.
+MAX_FILTER_CHARS = 200
+#: A spreadsheet runs a cell starting with one of these as a formula: such cells are written
+#: with a leading apostrophe (names are chosen by whoever posts turns).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+#: The overview's tables: name -> (title, columns). Each is a CSV download.
+OVERVIEW_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "tools": ("Top tools", ("name", "tokens", "sessions", "turns")),
+    "mcp_servers": ("MCP servers", ("name", "tokens", "sessions", "turns")),
+    "files": ("Files", ("name", "tokens", "sessions", "turns")),
+    "instructions": ("Instruction blocks", ("name", "tokens", "sessions", "turns")),
+    "near_window": (
+        "Sessions near or past their window",
+        ("session", "peak_fill", "turns", "over_window_turns"),
+    ),
+    "compactions": ("Compactions by strategy", ("strategy", "count", "tokens_saved")),
+    "days": ("Days", ("day", "sessions", "turns", "tokens", "cost", *USED_REGIONS)),
+}
+#: The session page's tables: name -> (title, columns).
+SESSION_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "items": (
+        "Items by token-turns",
+        (
+            "kind",
+            "group",
+            "name",
+            "region",
+            "tokens_now",
+            "tokens_peak",
+            "token_turns",
+            "introduced",
+            "first_turn",
+            "last_turn",
+            "turns_present",
+        ),
+    ),
+    "growth": (
+        "Items that grew the context most",
+        (
+            "kind",
+            "group",
+            "name",
+            "region",
+            "tokens_now",
+            "tokens_peak",
+            "token_turns",
+            "introduced",
+            "first_turn",
+            "last_turn",
+            "turns_present",
+        ),
+    ),
+    "files_reread": ("Files read more than once", ("name", "reads", "tokens", "turns")),
+    "unreferenced_outputs": (
+        "Tool outputs never referred to again",
+        ("tool", "name", "turn", "tokens"),
+    ),
+    "tools": ("Per tool", ("name", "calls", "output_tokens", "median_output_tokens")),
+}
+
+
+# --- CSV ----------------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        value = " ".join(str(v) for v in value)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return "" if value is None else value
+
+
+def csv_response(
+    *, filename: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]
+) -> HttpResponse:
+    """``rows`` as a CSV download: a header of ``columns``, then one line per row."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(c)) for c in columns])
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _csv_name(*parts: str) -> str:
+    # Session ids and filters are anyone's text: keep the file name to safe characters.
+    text = "-".join(p for p in parts if p)
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120] + ".csv"
+
+
+def _bad_table(table: str, tables: Iterable[str]) -> HttpResponse:
+    names = ", ".join(tables)
+    return HttpResponse(
+        f"Unknown table {table[:40]!r}: one of {names}.",
+        status=400,
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+# --- overview -----------------------------------------------------------------------------------
+
+
+def _parse_day(raw: str) -> date | None:
+    try:
+        return date.fromisoformat(raw.strip()[:10])
+    except ValueError:
+        return None
+
+
+def overview_filters(params: Any, *, today: date) -> tuple[dict[str, Any], list[str]]:
+    """The overview's filters from a query string, bounded, and the errors to show (a bad value
+    falls back to the default, and says so)."""
+    errors: list[str] = []
+    range_ = params.get("range", DEFAULT_RANGE)
+    if range_ not in RANGES:
+        errors.append(f"Unknown range: showing the {RANGES[DEFAULT_RANGE].lower()}.")
+        range_ = DEFAULT_RANGE
+    start: date | None
+    end: date | None
+    if range_ == "custom":
+        start, end = _parse_day(params.get("start", "")), _parse_day(params.get("end", ""))
+        if start is None or end is None:
+            errors.append("A custom range needs a start and an end date (YYYY-MM-DD).")
+        elif end < start:
+            errors.append("The end date is before the start date.")
+        elif (end - start).days + 1 > MAX_RANGE_DAYS:
+            errors.append(f"A range holds at most {MAX_RANGE_DAYS} days.")
+        if errors:
+            range_, start, end = DEFAULT_RANGE, None, None
+    if range_ != "custom" or start is None or end is None:
+        end = today
+        start = today - timedelta(days=int(range_) - 1)
+    text: dict[str, str] = {}
+    for name in ("model", "agent", "source", "session"):
+        value = params.get(name, "").strip()
+        if len(value) > MAX_FILTER_CHARS:
+            errors.append(f"The {name} filter holds at most {MAX_FILTER_CHARS} characters.")
+            value = ""
+        text[name] = value
+    return {"range": range_, "start": start, "end": end, **text}, errors
+
+
+def _query(filters: dict[str, Any], **changes: str) -> str:
+    merged = {**filters, **changes}
+    params = {"range": merged["range"]}
+    if merged["range"] == "custom":
+        params["start"] = merged["start"].isoformat()
+        params["end"] = merged["end"].isoformat()
+    for name in ("model", "agent", "source", "session", "format", "table"):
+        if merged.get(name):
+            params[name] = merged[name]
+    return "?" + urlencode(params)
+
+
+def _share_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    top = max((r["tokens"] for r in rows), default=0)
+    return [{**r, "bar": (r["tokens"] / top) if top else 0.0} for r in rows]
+
+
+def _day_rows(days: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**{k: v for k, v in d.items() if k != "regions"}, **d["regions"]} for d in days]
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    """``/overview/``: the project's tokens, tools, files and windows over a range of days."""
+    access = page_access(request)
+    filters, errors = overview_filters(request.GET, today=timezone.localdate())
+    data = attribution_selectors.project_overview(
+        project=access.project,
+        start=filters["start"],
+        end=filters["end"],
+        model=filters["model"] or None,
+        agent=filters["agent"] or None,
+        source=filters["source"] or None,
+        session=filters["session"] or None,
+    )
+    tables: dict[str, list[dict[str, Any]]] = {
+        **data["top"],
+        "near_window": data["near_window"],
+        "compactions": data["compactions"],
+        "days": _day_rows(data["days"]),
+    }
+    if request.GET.get("format") == "csv":
+        table = request.GET.get("table", "")
+        if table not in OVERVIEW_TABLES:
+            return _bad_table(table, OVERVIEW_TABLES)
+        return csv_response(
+            filename=_csv_name(
+                "overview",
+                table,
+                filters["start"].isoformat(),
+                filters["end"].isoformat(),
+            ),
+            columns=OVERVIEW_TABLES[table][1],
+            rows=tables[table],
+        )
+    # Where a row leads: the sessions list, narrowed as far as it can be (by model and name).
+    narrowed = (("q", filters["session"]), ("model", filters["model"]))
+    sessions_query = {k: v for k, v in narrowed if v}
+    sessions_url = reverse("home") + ("?" + urlencode(sessions_query) if sessions_query else "")
+    top = [
+        {
+            "name": name,
+            "title": OVERVIEW_TABLES[name][0],
+            "rows": _share_rows(data["top"].get(name, [])),
+            "csv": _query(filters, format="csv", table=name),
+        }
+        for name in ("tools", "mcp_servers", "files", "instructions")
+    ]
+    totals = {
+        "sessions_days": sum(d["sessions"] for d in data["days"]),
+        "turns": sum(d["turns"] for d in data["days"]),
+        "tokens": sum(d["tokens"] for d in data["days"]),
+        "cost": sum(d["cost"] or 0 for d in data["days"]),
+    }
+    usage = data["usage"]
+    chart = {
+        "regions": list(USED_REGIONS),
+        "days": [
+            {
+                "day": str(d["day"]),
+                "sessions": d["sessions"],
+                "turns": d["turns"],
+                "tokens": d["tokens"],
+                "cost": d["cost"],
+                "regions": d["regions"],
+            }
+            for d in data["days"]
+        ],
+    }
+    present = {r for d in data["days"] for r, n in d["regions"].items() if n}
+    return render(
+        request,
+        "contexts/overview.html",
+        {
+            "access": access,
+            "data": data,
+            "filters": filters,
+            "errors": errors,
+            "ranges": list(RANGES.items()),
+            "top": top,
+            "totals": totals,
+            "usage": usage,
+            "usage_gap": usage["reported"] - usage["counted"],
+            "usage_gap_share": (
+                (usage["reported"] - usage["counted"]) / usage["counted"]
+                if usage["counted"]
+                else None
+            ),
+            "chart": chart,
+            "regions": [r for r in USED_REGIONS if r in present],
+            "sessions_url": sessions_url,
+            "csv": {
+                name: _query(filters, format="csv", table=name)
+                for name in ("near_window", "compactions", "days")
+            },
+            "empty": not any(d["turns"] for d in data["days"]),
+        },
+    )
+
+
+# --- session attribution ------------------------------------------------------------------------
+
+
+def _span_rows(
+    rows: list[dict[str, Any]], *, turns: int, turn_url: Callable[[int], str]
+) -> list[dict[str, Any]]:
+    span = max(turns, 1)
+    return [
+        {
+            **r,
+            "span_left": r["first_turn"] / span,
+            "span_width": (r["last_turn"] - r["first_turn"] + 1) / span,
+            "first_url": turn_url(r["first_turn"]),
+            "last_url": turn_url(r["last_turn"]),
+        }
+        for r in rows
+    ]
+
+
+@login_required
+def session_attribution(request: HttpRequest, external_id: str) -> HttpResponse:
+    """``/sessions/<id>/attribution/``: what grew a session's context and what it carried."""
+    access = page_access(request)
+    session = page_session(access, external_id)
+    data = attribution_selectors.session_attribution(session=session)
+    if request.GET.get("format") == "csv":
+        table = request.GET.get("table", "")
+        if table not in SESSION_TABLES:
+            return _bad_table(table, SESSION_TABLES)
+        return csv_response(
+            filename=_csv_name(session.external_id, "attribution", table),
+            columns=SESSION_TABLES[table][1],
+            rows=data[table],
+        )
+
+    def turn_url(index: int) -> str:
+        # The turn page's Attribution section.
+        return reverse("turn-detail", args=[session.external_id, index]) + "#attribution"
+
+    turns = data["turns"]
+    growth_top = max((r["introduced"] for r in data["growth"]), default=0)
+    output_top = max((r["output_tokens"] for r in data["tools"]), default=0)
+    return render(
+        request,
+        "contexts/session_attribution.html",
+        {
+            "access": access,
+            "session": session,
+            "data": data,
+            "items": _span_rows(data["items"], turns=turns, turn_url=turn_url),
+            "growth": [
+                {**r, "bar": r["introduced"] / growth_top if growth_top else 0.0}
+                for r in _span_rows(data["growth"], turns=turns, turn_url=turn_url)
+            ],
+            "files_reread": [
+                {**r, "links": [(t, turn_url(t)) for t in r["turns"]]} for r in data["files_reread"]
+            ],
+            "unreferenced": [
+                {**r, "url": turn_url(r["turn"])} for r in data["unreferenced_outputs"]
+            ],
+            "tools": [
+                {**r, "bar": r["output_tokens"] / output_top if output_top else 0.0}
+                for r in data["tools"]
+            ],
+            "csv": {name: f"?format=csv&table={name}" for name in SESSION_TABLES},
+        },
+    )
