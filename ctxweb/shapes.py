@@ -223,7 +223,14 @@ class ImportJobOutput(serializers.Serializer):  # type: ignore[type-arg]
 
 
 #: What the audit log records.
-AUDIT_ACTIONS = ("operation.apply", "operation.undo", "session.delete", "session.expire")
+AUDIT_ACTIONS = (
+    "operation.apply",
+    "operation.undo",
+    "session.delete",
+    "session.expire",
+    "session.policy",
+    "project.policy",
+)
 
 
 class AuditEventOutput(serializers.Serializer):  # type: ignore[type-arg]

@@ -323,3 +323,23 @@ def test_starting_replays_spends_the_costly_budget_and_reading_them_does_not(
     assert again.json()["error"]["code"] == "throttled"  # the rate limit, not the active bound
     assert operator.get("/api/v1/sessions/s1/replays").status_code == 200
     assert Replay.objects.count() == 1
+
+
+def test_applying_a_column_is_in_the_audit_log(world: World, session: Session, commit: Any) -> None:
+    from ctxweb.contexts.models import AuditEvent
+
+    replay_id = start(world, commit).json()["id"]
+    operator = world.api(world.operator_key)
+    url = f"/api/v1/sessions/s1/replays/{replay_id}/apply"
+    assert post_json(operator, url, {"column": 1, "to": "session"}).status_code == 200
+    assert post_json(operator, url, {"column": 2, "to": "project"}).status_code == 200
+    # Every action the log records can be asked for by name.
+    for action in AuditEvent.Action.values:
+        assert operator.get(f"/api/v1/audit?action={action}").status_code == 200, action
+    for action, column in (("session.policy", 1), ("project.policy", 2)):
+        entries = operator.get(f"/api/v1/audit?action={action}").json()["results"]
+        assert len(entries) == 1
+        assert entries[0]["session"] == "s1"
+        assert entries[0]["actor"].startswith("key ")
+        assert entries[0]["detail"]["replay"] == replay_id
+        assert entries[0]["detail"]["column"] == column
