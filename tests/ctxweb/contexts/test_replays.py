@@ -366,6 +366,21 @@ def test_a_sessions_replays_go_with_it(world: World, session: Session) -> None:
     assert list(Replay.objects.values_list("pk", flat=True)) == [other.pk]
 
 
+def test_the_reaping_command_fails_stale_replays_too(session: Session) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    replay = replays.replay_create(session=session, policies=[{"strategy": "nanobot-trim"}])
+    stale = timezone.now() - timedelta(seconds=replays.STALE_SECONDS + 5)
+    Replay.objects.filter(pk=replay.pk).update(status="running", heartbeat_at=stale)
+    out = io.StringIO()
+    call_command("reap_operations", stdout=out)
+    assert f"1 replay(s) marked failed: [{replay.pk}]" in out.getvalue()
+    replay.refresh_from_db()
+    assert replay.status == "failed"
+
+
 # --- applying a column --------------------------------------------------------------------------
 
 

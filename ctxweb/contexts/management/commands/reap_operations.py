@@ -1,5 +1,6 @@
 """Fail operations whose worker is gone: running without a heartbeat, or queued and never
-picked up."""
+picked up; and replays likewise (without progress for ``replays.STALE_SECONDS``, or queued for
+``replays.QUEUED_STALE_SECONDS``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ctxweb.contexts.services import operations
+from ctxweb.contexts.services import operations, replays
 
 
 class Command(BaseCommand):
@@ -32,3 +33,5 @@ class Command(BaseCommand):
             older_than=options["older_than"], queued_older_than=options["queued_older_than"]
         )
         self.stdout.write(f"{len(reaped)} operation(s) marked failed: {reaped}")
+        lost = replays.replay_reap_stale()
+        self.stdout.write(f"{len(lost)} replay(s) marked failed: {lost}")
