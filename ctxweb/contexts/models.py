@@ -567,3 +567,127 @@ class Replay(models.Model):
 
     def __str__(self) -> str:
         return f"replay {self.pk} of {self.session} ({self.status})"
+
+
+# Attribution rollups (issue 36): maintained at ingest (ctxweb.contexts.services.attribution),
+# read by the session and project pages without scanning messages or turns. Every row hangs off
+# its session (CASCADE): deleting a session or its project removes its rollups with it, so no
+# project-wide total ever has to be subtracted.
+
+
+class AttributionItem(models.Model):
+    """One item of a session (:class:`compaction.attribution.Item` identity: region, kind, name,
+    detail) and its totals over the session's turns.
+
+    Token-turns are kept lazily, so a turn writes only the items it changes: up to turn
+    ``since`` the item held ``accrued`` token-turns over ``present`` turns; from ``since`` on it
+    holds ``tokens_now`` in every turn. Over a session of ``n`` turns its token-turns are
+    ``accrued + tokens_now * (n - since)`` (:func:`token_turns`).
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    #: sha1 of region, kind, name and detail: the identity in a short indexed column.
+    key = models.CharField(max_length=40)
+    region = models.CharField(max_length=16)
+    kind = models.CharField(max_length=24)
+    name = models.CharField(max_length=500)
+    group = models.CharField(max_length=500)
+    detail = models.CharField(max_length=500, blank=True)
+    tokens_now = models.PositiveIntegerField(default=0)
+    tokens_peak = models.PositiveIntegerField(default=0)
+    accrued = models.PositiveBigIntegerField(default=0, help_text="token-turns before since")
+    present = models.PositiveIntegerField(default=0, help_text="turns present before since")
+    since = models.PositiveIntegerField(default=0)
+    introduced = models.PositiveBigIntegerField(
+        default=0, help_text="tokens the session's turns brought in (new messages)"
+    )
+    count = models.PositiveIntegerField(default=0, help_text="times brought in")
+    first_turn = models.PositiveIntegerField(default=0)
+    last_turn = models.PositiveIntegerField(
+        default=0, help_text="the last turn that held it, when it no longer is held"
+    )
+    turns = models.JSONField(default=list, help_text="the first turns that brought it in")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "key"], name="attribution_item_unique")
+        ]
+        indexes = [models.Index(fields=["kind", "session"], name="attribution_item_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.kind} {self.name}"
+
+
+class AttributionEntry(models.Model):
+    """The items one position of a session's latest context brought (a message, or the system
+    prompt, tools, request overhead and provider remainder at negative positions), kept to
+    subtract them when a later turn drops it. ``ref`` tells whether the thing there changed
+    (message, system row or tool set id; the provider remainder's tokens)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    position = models.IntegerField()
+    ref = models.BigIntegerField()
+    #: [[region, kind, name, detail, group, tokens], ...]
+    items = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="attribution_entry_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} @{self.position}"
+
+
+class ToolUse(models.Model):
+    """One tool call or tool output a session's turns brought in, for the per-tool table and
+    the outputs never referred to again (``probes``: the file path, or a few distinctive lines,
+    looked for in the assistant messages that come after it)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    turn = models.PositiveIntegerField()
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8, help_text="call or output")
+    tool = models.CharField(max_length=500)
+    name = models.CharField(max_length=500, help_text="the file, else the tool")
+    tokens = models.PositiveIntegerField(default=0)
+    probes = models.JSONField(default=list)
+    referenced = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "kind", "referenced"], name="tool_use_session")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.kind} {self.tool}"
+
+
+class AttributionDay(models.Model):
+    """A session's turns of one day (UTC) added up: the project overview's rows."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    turns = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0, help_text="token-turns: turn totals")
+    regions = models.JSONField(default=dict, help_text="region -> token-turns")
+    cost = models.FloatField(
+        default=0.0, help_text="USD: tokens at the model's input price when stored (no cache)"
+    )
+    reported = models.PositiveBigIntegerField(default=0)
+    counted_reported = models.PositiveBigIntegerField(
+        default=0, help_text="ctxweb's count of the turns with reported usage"
+    )
+    turns_with_usage = models.PositiveIntegerField(default=0)
+    peak_fill = models.FloatField(default=0.0)
+    over_window_turns = models.PositiveIntegerField(default=0)
+    #: strategy -> [count, tokens saved], compactions the turns showed (detected or reported)
+    compactions = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "day"], name="attribution_day_unique")
+        ]
+        indexes = [models.Index(fields=["project", "day"], name="attribution_day_project")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.day}"

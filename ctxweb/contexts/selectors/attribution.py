@@ -4,17 +4,32 @@ changed since the previous turn. Computed on demand from the stored contexts of 
 one before it (:func:`compaction.attribution.context_items`), counted in the session's encoding
 as ingest counts them; three queries whatever the turn (its id lists and its previous turn's,
 their messages, the previous turn's row).
+
+A session's attribution (:func:`session_attribution`) and a project's overview
+(:func:`project_overview`) read the rollups ingest keeps, never messages or turns.
 """
 
 from __future__ import annotations
 
+import datetime
+import statistics
 from functools import cache
 from typing import Any
+
+from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When
 
 from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
 from compaction.regions import REGIONS
 from compaction.tokens import TokenCache, TokenCounter, get_tokenizer
-from ctxweb.contexts.models import Turn
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import (
+    AttributionDay,
+    AttributionItem,
+    Operation,
+    Session,
+    ToolUse,
+    Turn,
+)
 from ctxweb.contexts.selectors.inspector import turn_message_id_lists
 from ctxweb.contexts.selectors.turns import messages_by_id, turn_context
 
@@ -191,4 +206,299 @@ def turn_attribution(*, turn: Turn) -> dict[str, Any]:
         "reported_input_tokens": turn.reported_input_tokens,
         "regions": regions,
         "changes": None if first else _changes(_totals(attribution), before),
+    }
+
+
+# A session's and a project's attribution (issue 36), read from the rollups ingest keeps
+# (ctxweb.contexts.services.attribution): never a scan of messages or turns.
+
+#: Rows listed per table of a session's attribution.
+SESSION_ITEMS, SESSION_GROWTH, SESSION_LIST = 50, 20, 50
+#: Rows per top list, sessions near their window listed, of a project's overview.
+TOP_ITEMS, NEAR_WINDOW_ROWS = 20, 50
+#: A session's peak fill (tokens over window less reserve) that counts as near its window.
+NEAR_WINDOW = 0.9
+#: The sources a session comes from, as filters name them; any other stored source (the
+#: transcript format) is an import.
+SOURCES = ("proxy", "otlp", "langfuse", "api", "import")
+_STORED_SOURCE = {"proxy": "proxy", "otlp": "otel", "langfuse": "langfuse", "api": "api"}
+
+
+def _held(row: AttributionItem, turns: int) -> tuple[int, int, int]:
+    """An item's token-turns, turns present and last turn over a session of ``turns`` turns
+    (its rows keep them lazily: see :class:`~ctxweb.contexts.models.AttributionItem`)."""
+    held = max(0, turns - row.since) if row.tokens_now > 0 else 0
+    last = turns - 1 if row.tokens_now > 0 else row.last_turn
+    return row.accrued + row.tokens_now * held, row.present + held, last
+
+
+def _session_item(row: AttributionItem, turns: int) -> dict[str, Any]:
+    token_turns, present, last = _held(row, turns)
+    return {
+        "kind": row.kind,
+        "group": row.group,
+        "name": row.name,
+        "detail": row.detail,
+        "region": row.region,
+        "tokens_now": row.tokens_now,
+        "tokens_peak": row.tokens_peak,
+        "token_turns": token_turns,
+        "introduced": row.introduced,
+        "first_turn": row.first_turn,
+        "last_turn": last,
+        "turns_present": present,
+    }
+
+
+def session_attribution(*, session: Session) -> dict[str, Any]:
+    """Session ``session``'s items over its turns, from its rollups (four queries).
+
+    ``items``: the top :data:`SESSION_ITEMS` by token-turns (tokens summed over every turn that
+    held it: what was paid for), each with its tokens in the latest turn (``tokens_now``, 0 once
+    dropped), its peak, its ``introduced`` tokens (what new messages brought in), first and last
+    turn held and turns present; ``growth``: the top :data:`SESSION_GROWTH` by tokens
+    introduced; ``files_reread``: files whose content tool outputs brought in more than once
+    (reads, tokens introduced, the first turns); ``unreferenced_outputs``: tool outputs whose
+    file or distinctive lines no later assistant message repeats, largest first;
+    ``tools``: per tool its calls and its outputs' total and median tokens.
+    """
+    turns = session.turn_count
+    rows = list(AttributionItem.objects.filter(session=session))
+    items = [_session_item(row, turns) for row in rows]
+    # ties broken by identity, so that equal rows come in the same order every time
+    order = sorted(range(len(rows)), key=lambda i: (-items[i]["token_turns"], rows[i].key))
+    growth = sorted(range(len(rows)), key=lambda i: (-rows[i].introduced, rows[i].key))
+    reread = sorted(
+        (
+            row
+            for row in rows
+            if row.kind == "file" and row.region == "tool_results" and row.count > 1
+        ),
+        key=lambda row: (-row.introduced, row.name),
+    )
+    unreferenced = ToolUse.objects.filter(
+        session=session, kind="output", referenced=False
+    ).order_by("-tokens", "turn", "position")[:SESSION_LIST]
+    tools: dict[str, dict[str, Any]] = {}
+    for tool, kind, tokens in (
+        ToolUse.objects.filter(session=session).values_list("tool", "kind", "tokens").iterator()
+    ):
+        entry = tools.setdefault(tool, {"name": tool, "calls": 0, "outputs": []})
+        if kind == "call":
+            entry["calls"] += 1
+        else:
+            entry["outputs"].append(tokens)
+    return {
+        "session": session.external_id,
+        "turns": turns,
+        "items": [items[i] for i in order[:SESSION_ITEMS]],
+        "growth": [items[i] for i in growth[:SESSION_GROWTH] if rows[i].introduced],
+        "files_reread": [
+            {"name": row.name, "reads": row.count, "tokens": row.introduced, "turns": row.turns}
+            for row in reread[:SESSION_LIST]
+        ],
+        "unreferenced_outputs": [
+            {"tool": u.tool, "name": u.name, "turn": u.turn, "tokens": u.tokens}
+            for u in unreferenced
+        ],
+        "tools": sorted(
+            (
+                {
+                    "name": name,
+                    "calls": entry["calls"],
+                    "output_tokens": sum(entry["outputs"]),
+                    "median_output_tokens": (
+                        statistics.median(entry["outputs"]) if entry["outputs"] else 0
+                    ),
+                }
+                for name, entry in tools.items()
+            ),
+            key=lambda t: (-t["output_tokens"], -t["calls"], t["name"]),
+        ),
+    }
+
+
+def _source_filter(source: str) -> Q:
+    if source == "import":
+        return ~Q(session__source__in=list(_STORED_SOURCE.values()))
+    return Q(session__source=_STORED_SOURCE[source])
+
+
+def _source_name(stored: str) -> str:
+    for name, value in _STORED_SOURCE.items():
+        if value == stored:
+            return name
+    return "import"
+
+
+def _top(items: QuerySet[AttributionItem], by: str) -> list[dict[str, Any]]:
+    """The top :data:`TOP_ITEMS` of ``items`` grouped by ``by``, by token-turns."""
+    held = Case(
+        When(tokens_now__gt=0, then=F("session__turn_count") - F("since")),
+        default=Value(0),
+    )
+    rows = (
+        items.values(by)
+        .annotate(
+            tokens=Sum(F("accrued") + F("tokens_now") * held),
+            turns=Sum(F("present") + held),
+            sessions=Count("session", distinct=True),
+        )
+        .order_by("-tokens", by)[:TOP_ITEMS]
+    )
+    return [
+        {
+            "name": row[by],
+            "tokens": int(row["tokens"] or 0),
+            "sessions": row["sessions"],
+            "turns": int(row["turns"] or 0),
+        }
+        for row in rows
+    ]
+
+
+def project_overview(
+    *,
+    project: Project,
+    start: datetime.date,
+    end: datetime.date,
+    model: str | None = None,
+    agent: str | None = None,
+    source: str | None = None,
+    session: str | None = None,
+) -> dict[str, Any]:
+    """Project ``project``'s sessions from ``start`` to ``end`` (days, UTC, both included),
+    filtered by ``model``, ``agent`` (the session's format), ``source`` (one of
+    :data:`SOURCES`) and ``session`` (a substring of its id), from its rollups.
+
+    ``days``: each day with turns: its sessions, turns, ``tokens`` (the turns' totals added up:
+    token-turns), estimated ``cost`` (USD at the model's input price when the turn was stored;
+    the prompt cache is not modelled) and token-turns by region. ``top``: tools (their calls
+    and outputs, a tool of an MCP server under the server), MCP servers (their definitions,
+    calls and outputs), files and instruction blocks, by token-turns over the sessions active
+    in the range (their whole lifetime: a session spanning the range's edge counts whole),
+    each with the sessions and turns that held it. ``near_window``: sessions whose fill reached
+    :data:`NEAR_WINDOW` on a day of the range. ``compactions``: by strategy, those the turns
+    showed (detected or reported) and the operations applied in the range. ``usage``: the
+    providers' reported input tokens against ctxweb's count of the same turns.
+    """
+    if source is not None and source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}")
+    rows = AttributionDay.objects.filter(project=project, day__gte=start, day__lte=end)
+    if model:
+        rows = rows.filter(session__model=model)
+    if agent:
+        rows = rows.filter(session__format=agent)
+    if source:
+        rows = rows.filter(_source_filter(source))
+    if session:
+        rows = rows.filter(session__external_id__icontains=session)
+    days: dict[datetime.date, dict[str, Any]] = {}
+    per_session: dict[int, dict[str, Any]] = {}
+    compactions: dict[str, list[int]] = {}
+    usage = {"reported": 0, "counted": 0, "turns_with_usage": 0}
+    for row in rows.values(
+        "day",
+        "session_id",
+        "session__external_id",
+        "turns",
+        "tokens",
+        "cost",
+        "regions",
+        "reported",
+        "counted_reported",
+        "turns_with_usage",
+        "peak_fill",
+        "over_window_turns",
+        "compactions",
+    ).iterator(chunk_size=2000):
+        day = days.setdefault(
+            row["day"],
+            {"day": row["day"], "sessions": 0, "turns": 0, "tokens": 0, "cost": 0.0, "regions": {}},
+        )
+        day["sessions"] += 1
+        day["turns"] += row["turns"]
+        day["tokens"] += row["tokens"]
+        day["cost"] += row["cost"]
+        regions = day["regions"]
+        for name, tokens in row["regions"].items():
+            regions[name] = regions.get(name, 0) + tokens
+        one = per_session.setdefault(
+            row["session_id"],
+            {"session": row["session__external_id"], "peak_fill": 0.0, "turns": 0, "over": 0},
+        )
+        one["peak_fill"] = max(one["peak_fill"], row["peak_fill"])
+        one["turns"] += row["turns"]
+        one["over"] += row["over_window_turns"]
+        for strategy, (count, saved) in row["compactions"].items():
+            entry = compactions.setdefault(strategy, [0, 0])
+            entry[0] += count
+            entry[1] += saved
+        usage["reported"] += row["reported"]
+        usage["counted"] += row["counted_reported"]
+        usage["turns_with_usage"] += row["turns_with_usage"]
+    session_ids = rows.values("session_id")
+    operations = (
+        Operation.objects.filter(
+            session__in=session_ids,
+            status=Operation.Status.SUCCEEDED,
+            undone_at__isnull=True,
+            finished_at__date__gte=start,
+            finished_at__date__lte=end,
+        )
+        .values_list("strategy", "result")
+        .iterator()
+    )
+    for strategy, result in operations:
+        entry = compactions.setdefault(strategy, [0, 0])
+        entry[0] += 1
+        saved = result.get("tokens_saved") if isinstance(result, dict) else None
+        entry[1] += max(0, saved) if isinstance(saved, int) else 0
+    items = AttributionItem.objects.filter(session__in=session_ids)
+    near = sorted(
+        (s for s in per_session.values() if s["peak_fill"] >= NEAR_WINDOW),
+        key=lambda s: (-s["peak_fill"], s["session"]),
+    )
+    sessions = Session.objects.filter(project=project)
+    return {
+        "start": start,
+        "end": end,
+        "filters": {"model": model, "agent": agent, "source": source, "session": session},
+        "choices": {
+            "models": sorted({m for m in sessions.values_list("model", flat=True).distinct() if m}),
+            "agents": sorted(set(sessions.values_list("format", flat=True).distinct())),
+            "sources": sorted(
+                {_source_name(s) for s in sessions.values_list("source", flat=True).distinct()}
+            ),
+        },
+        "days": [days[day] for day in sorted(days)],
+        "top": {
+            "tools": _top(items.filter(region__in=["tool_calls", "tool_results"]), "group"),
+            "mcp_servers": _top(
+                items.filter(
+                    kind__in=["tool_definition", "tool_call", "tool_output"],
+                    region__in=["tools", "tool_calls", "tool_results"],
+                ).exclude(group=F("name")),
+                "group",
+            ),
+            "files": _top(items.filter(kind="file"), "name"),
+            "instructions": _top(items.filter(kind="instruction"), "name"),
+        },
+        "near_window": [
+            {
+                "session": s["session"],
+                "peak_fill": s["peak_fill"],
+                "turns": s["turns"],
+                "over_window_turns": s["over"],
+            }
+            for s in near[:NEAR_WINDOW_ROWS]
+        ],
+        "compactions": sorted(
+            (
+                {"strategy": strategy, "count": count, "tokens_saved": saved}
+                for strategy, (count, saved) in compactions.items()
+            ),
+            key=lambda c: (-c["count"], c["strategy"]),
+        ),
+        "usage": usage,
     }

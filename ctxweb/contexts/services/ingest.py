@@ -47,6 +47,7 @@ from ctxweb.contexts.services._sql import (
     _turn_insert,
     _turns_since_sql,
 )
+from ctxweb.contexts.services.attribution import attribution_turn_add
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
     _messages_plan,
@@ -495,6 +496,18 @@ def turn_ingest(
         if context.max_output_tokens:
             session.output_reserve = context.max_output_tokens
         _turn_insert(turn, session)
+        # The session's attribution rollups: only the messages past the shared prefix.
+        attribution_turn_add(
+            session=session,
+            turn=turn,
+            messages=context.messages,
+            ids=ids,
+            previous_ids=previous_ids,
+            system=system,
+            toolset=toolset,
+            regions=stored.regions,
+            mask=project.mask_secrets,
+        )
         _recent_put(
             key,
             _Recent(

@@ -1,0 +1,639 @@
+"""Attribution rollups (issue 36): what each session's turns held, item by item and day by day,
+kept up to date at ingest so that the session and project pages read rollup rows only.
+
+A turn is attributed incrementally (:func:`attribution_turn_add`): only the messages past the
+prefix it shares with the previous turn are attributed
+(:func:`compaction.attribution.message_items`, their tool results resolved with the calls of
+the context at hand); the items of the messages it dropped, kept per position
+(:class:`~ctxweb.contexts.models.AttributionEntry`), are subtracted; the system prompt and tools
+are attributed again only when their row changes. Only the items whose tokens changed are
+written (:class:`~ctxweb.contexts.models.AttributionItem` keeps token-turns lazily).
+:func:`attribution_rebuild` makes the same rows again from the stored turns.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from compaction.attribution import (
+    CallTarget,
+    Item,
+    call_targets,
+    message_items,
+    system_items,
+    tool_items,
+    tool_server,
+)
+from compaction.cache import ModelPrice, price_for
+from compaction.messages import Message as LibMessage
+from compaction.messages import ToolDefinition, message_from_dict
+from compaction.messages.model import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from compaction.tokens import TokenCounter
+from ctxweb.accounts.models import Project
+from ctxweb.contexts.models import (
+    AttributionDay,
+    AttributionEntry,
+    AttributionItem,
+    Session,
+    ToolSet,
+    ToolUse,
+    Turn,
+)
+from ctxweb.contexts.models import Message as MessageRow
+from ctxweb.contexts.services._secrets import message_scanned
+from ctxweb.contexts.services.counting import counter_for
+from ctxweb.contexts.services.pricing import model_prices
+
+#: The negative positions of what is not a message: the request's own overhead, the top-level
+#: system prompt, the tool definitions, the provider's reported remainder.
+OVERHEAD, SYSTEM, TOOLS, PROVIDER = -1, -2, -3, -4
+#: Turns listed per item (the first that brought it in).
+TURNS_PER_ITEM = 20
+#: Open outputs looked for in a turn's new assistant messages (the latest first).
+OPEN_OUTPUTS = 200
+#: Distinctive lines kept per output to recognise a later reference, and their lengths.
+PROBES = 5
+PROBE_MIN, PROBE_MAX = 24, 160
+
+#: (region, kind, name, detail)
+Key = tuple[str, str, str, str]
+#: An entry's stored item: [region, kind, name, detail, group, tokens]
+Stored = list[Any]
+
+
+def item_key(key: Key) -> str:
+    """The short indexed identity of an item key."""
+    return hashlib.sha1("\x00".join(key).encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+@dataclass
+class _Change:
+    group: str
+    delta: int = 0
+    added: int = 0
+    count: int = 0
+
+
+@dataclass
+class _Changes:
+    items: dict[Key, _Change] = field(default_factory=dict)
+
+    def add(self, stored: Iterable[Stored], sign: int, *, brought: bool = True) -> None:
+        """Add (``sign`` 1) or subtract (-1) items; ``brought``: added items were brought in
+        by a new message (not moved from another position)."""
+        for region, kind, name, detail, group, tokens in stored:
+            key = (region, kind, name, detail)
+            change = self.items.get(key)
+            if change is None:
+                change = self.items[key] = _Change(group)
+            change.delta += sign * tokens
+            if sign > 0 and brought:
+                change.added += tokens
+                change.count += 1
+
+
+def _stored(items: Iterable[Item]) -> list[Stored]:
+    return [[i.region, i.kind, i.name, i.detail, i.group, i.tokens] for i in items if i.tokens]
+
+
+def _common_prefix(previous: Sequence[int], ids: Sequence[int]) -> int:
+    shared = min(len(previous), len(ids))
+    if list(previous[:shared]) == list(ids[:shared]):
+        return shared
+    n = 0
+    for a, b in zip(previous, ids, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+#: The MCP servers of the tool sets seen lately, by tool set id (a tool set never changes).
+_SERVERS: dict[int, dict[str, str]] = {}
+_SERVERS_MAX = 256
+
+
+def _toolset_servers(toolset: ToolSet) -> dict[str, str]:
+    """Tool name -> MCP server of ``toolset``'s definitions that name one."""
+    found = _SERVERS.get(toolset.pk)
+    if found is None:
+        found = {
+            t.name: s for t in _tools(toolset) if (s := tool_server(t.name, t.extra)) is not None
+        }
+        if len(_SERVERS) >= _SERVERS_MAX:
+            _SERVERS.clear()
+        _SERVERS[toolset.pk] = found
+    return found
+
+
+def _tools(toolset: ToolSet | None) -> tuple[ToolDefinition, ...]:
+    """The definitions as stored (masked when the project masks secrets), as pages read them."""
+    if toolset is None:
+        return ()
+    return tuple(
+        ToolDefinition(
+            name=t["name"],
+            description=t.get("description", ""),
+            parameters=t.get("parameters", {}),
+            extra=t.get("extra", {}),
+        )
+        for t in toolset.data
+    )
+
+
+def _calls_before(
+    messages: Sequence[LibMessage], start: int, wanted: set[str], servers: Mapping[str, str]
+) -> dict[str, CallTarget]:
+    """The latest call of each id of ``wanted`` made before ``start``: walked back from it,
+    stopping when all are found (a result's call is as a rule just before it)."""
+    found: dict[str, CallTarget] = {}
+    for position in range(start - 1, -1, -1):
+        if not wanted:
+            break
+        message = messages[position]
+        if not message.tool_calls:
+            continue
+        for call_id, target in call_targets(message, servers).items():
+            if call_id in wanted:
+                found[call_id] = target
+                wanted.discard(call_id)
+    return found
+
+
+def _probes(text: str, file: str | None) -> list[str]:
+    """What a later message that uses an output would repeat: its file's path (and a distinct
+    base name), else a few of its longest distinctive lines."""
+    if file:
+        base = file.rsplit("/", 1)[-1]
+        return [file, base] if len(base) >= 6 and base != file else [file]
+    lines = {
+        line.strip() for line in text.splitlines() if PROBE_MIN <= len(line.strip()) <= PROBE_MAX
+    }
+    return sorted(lines, key=lambda line: (-len(line), line))[:PROBES]
+
+
+def _spoken(message: LibMessage) -> str:
+    """An assistant message's own words and call arguments, where references are looked for."""
+    texts: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart | ReasoningPart):
+            texts.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            texts.append(part.arguments)
+    return "\n".join(texts)
+
+
+def _uses(
+    message: LibMessage,
+    items: Sequence[Item],
+    counter: TokenCounter,
+    *,
+    turn: int,
+    position: int,
+    calls: Mapping[str, CallTarget],
+    session: Session,
+) -> list[ToolUse]:
+    """The tool calls and outputs of ``message`` (brought in at ``position`` by ``turn``)."""
+    uses: list[ToolUse] = []
+    parts = counter.count_message(message).parts
+    for part, tokens in zip(message.parts, parts, strict=True):
+        if isinstance(part, ToolCallPart):
+            files = [i.name for i in items if i.region == "tool_calls" and i.kind == "file"]
+            uses.append(
+                ToolUse(
+                    session=session,
+                    turn=turn,
+                    position=position,
+                    kind="call",
+                    tool=part.name[:500],
+                    name=(files[0] if len(files) == 1 else part.name)[:500],
+                    tokens=tokens,
+                )
+            )
+        elif isinstance(part, ToolResultPart):
+            target = calls.get(part.tool_call_id)
+            tool = target.tool if target is not None else (message.name or "tool")
+            files = [i.name for i in items if i.region == "tool_results" and i.kind == "file"]
+            file = files[0] if files else None
+            uses.append(
+                ToolUse(
+                    session=session,
+                    turn=turn,
+                    position=position,
+                    kind="output",
+                    tool=tool[:500],
+                    name=(file or tool)[:500],
+                    tokens=tokens,
+                    probes=_probes(part.text, file),
+                )
+            )
+    return uses
+
+
+@dataclass
+class _Entry:
+    position: int
+    ref: int
+    items: list[Stored]
+
+
+def _special_ref(
+    position: int,
+    *,
+    counter: TokenCounter,
+    system: MessageRow | None,
+    toolset: ToolSet | None,
+    provider: int,
+) -> int:
+    """What tells whether a non-message position changed: the overhead's or the provider
+    remainder's tokens, the system row's or tool set's id (0: none)."""
+    if position == OVERHEAD:
+        return counter.REQUEST_OVERHEAD
+    if position == SYSTEM:
+        return system.pk if system is not None else 0
+    if position == TOOLS:
+        return toolset.pk if toolset is not None else 0
+    return provider
+
+
+def _special_items(
+    position: int,
+    *,
+    counter: TokenCounter,
+    system: MessageRow | None,
+    toolset: ToolSet | None,
+    provider: int,
+) -> list[Stored]:
+    if position == OVERHEAD:
+        tokens = counter.REQUEST_OVERHEAD
+        return [["system", "unattributed", "unattributed", "", "unattributed", tokens]]
+    if position == SYSTEM:
+        if system is None:
+            return []
+        return _stored(system_items(message_from_dict(system.data).parts, counter))
+    if position == TOOLS:
+        return _stored(tool_items(_tools(toolset), counter)) if toolset is not None else []
+    if provider:
+        name = "unattributed (provider)"
+        return [["unattributed", "unattributed", name, "", "provider", provider]]
+    return []
+
+
+def _message_items(
+    message: LibMessage,
+    position: int,
+    counter: TokenCounter,
+    calls: Mapping[str, CallTarget],
+    servers: Mapping[str, str],
+    regions: Sequence[Mapping[str, int]] | None,
+    mask: bool,
+) -> tuple[LibMessage, list[Item]]:
+    """The items of the message at ``position``, and the message as stored: where its items do
+    not add up to its stored ``regions``, it was stored masked, and is attributed masked."""
+    items = message_items(message, counter, where=position, calls=calls, servers=servers)
+    if (
+        mask
+        and regions is not None
+        and position < len(regions)
+        and sum(i.tokens for i in items) != sum(regions[position].values())
+    ):
+        message = message_scanned(message, mask=True)[0]
+        items = message_items(message, counter, where=position, calls=calls, servers=servers)
+    return message, items
+
+
+def _items(
+    message: LibMessage,
+    position: int,
+    counter: TokenCounter,
+    calls: Mapping[str, CallTarget],
+    servers: Mapping[str, str],
+    regions: Sequence[Mapping[str, int]] | None,
+    mask: bool,
+) -> list[Item]:
+    return _message_items(message, position, counter, calls, servers, regions, mask)[1]
+
+
+def attribution_turn_add(
+    *,
+    session: Session,
+    turn: Turn,
+    messages: Sequence[LibMessage],
+    ids: Sequence[int],
+    previous_ids: Sequence[int],
+    system: MessageRow | None,
+    toolset: ToolSet | None,
+    regions: Sequence[Mapping[str, int]] | None = None,
+    mask: bool = False,
+) -> None:
+    """Add turn ``turn`` (its context's ``messages``, their row ``ids``, the previous turn's
+    ``previous_ids``) to its session's rollups, inside the turn's transaction.
+
+    Only the messages past the prefix shared with the previous turn are attributed; the items
+    of those it dropped are subtracted. ``regions`` are the stored regions of each message:
+    where a message's items do not add up to them, the message was stored masked (``mask``)
+    and is attributed masked, as the pages see it.
+    """
+    index = turn.index
+    counter = counter_for(session.encoding)
+    prefix = _common_prefix(previous_ids, ids)
+    changes = _Changes()
+    old: dict[int, _Entry] = {}
+    # The items of the messages dropped, by message id: one the turn sends again at another
+    # position (what follows a dropped message moves up) is moved, not brought in.
+    moved: dict[int, list[list[Stored]]] = {}
+    dropped = False
+    for position, ref, items in (
+        AttributionEntry.objects.filter(session=session)
+        .filter(Q(position__lt=0) | Q(position__gte=prefix))
+        .values_list("position", "ref", "items")
+    ):
+        if position >= 0:
+            changes.add(items, -1)
+            moved.setdefault(ref, []).append(items)
+            dropped = True
+        else:
+            old[position] = _Entry(position, ref, items)
+    writes: list[_Entry] = []
+    reported = turn.reported_input_tokens
+    provider = max(0, reported - turn.counted_tokens) if reported is not None else 0
+    for position in (OVERHEAD, SYSTEM, TOOLS, PROVIDER):
+        ref = _special_ref(
+            position, counter=counter, system=system, toolset=toolset, provider=provider
+        )
+        before = old.get(position)
+        if before is not None and before.ref == ref:
+            continue
+        if before is not None:
+            changes.add(before.items, -1)
+        items = _special_items(
+            position, counter=counter, system=system, toolset=toolset, provider=provider
+        )
+        changes.add(items, 1)
+        writes.append(_Entry(position, ref, items))
+    servers = _toolset_servers(toolset) if toolset is not None else {}
+    wanted = {
+        part.tool_call_id
+        for message in messages[prefix:]
+        for part in message.parts
+        if isinstance(part, ToolResultPart)
+    }
+    calls = _calls_before(messages, prefix, wanted, servers) if wanted else {}
+    uses: list[ToolUse] = []
+    spoken: list[tuple[int, str]] = []
+    tools_changed = any(entry.position == TOOLS for entry in writes)
+    for position in range(prefix, len(messages)):
+        message = messages[position]
+        if message.tool_calls:
+            calls.update(call_targets(message, servers))
+        earlier = moved.get(ids[position])
+        if earlier:
+            stored = earlier.pop()
+            # Only a tool result's items depend on the context (its call) and only a call's
+            # on the tools (their servers): others are taken as they were.
+            if tools_changed or message.tool_calls or message.tool_results:
+                stored = _stored(_items(message, position, counter, calls, servers, regions, mask))
+            changes.add(stored, 1, brought=False)
+            writes.append(_Entry(position, ids[position], stored))
+            continue
+        message, items = _message_items(message, position, counter, calls, servers, regions, mask)
+        stored = _stored(items)
+        changes.add(stored, 1)
+        writes.append(_Entry(position, ids[position], stored))
+        uses += _uses(
+            message, items, counter, turn=index, position=position, calls=calls, session=session
+        )
+        if message.role == "assistant":
+            spoken.append((position, _spoken(message)))
+    if dropped:
+        AttributionEntry.objects.filter(session=session, position__gte=prefix).delete()
+    if writes:
+        AttributionEntry.objects.bulk_create(
+            [
+                AttributionEntry(session=session, position=e.position, ref=e.ref, items=e.items)
+                for e in writes
+            ],
+            update_conflicts=True,
+            unique_fields=["session", "position"],
+            update_fields=["ref", "items"],
+        )
+    _items_write(session, index, changes)
+    _uses_write(session, uses, spoken)
+    _day_add(session, turn)
+
+
+def _items_write(session: Session, index: int, changes: _Changes) -> None:
+    """Write the items whose tokens changed at turn ``index`` (their token-turns so far closed
+    at ``since``)."""
+    changed = {key: c for key, c in changes.items.items() if c.delta or c.added}
+    if not changed:
+        return
+    hashes = {item_key(key): key for key in changed}
+    existing = {
+        row.key: row
+        for row in AttributionItem.objects.filter(session=session, key__in=list(hashes))
+    }
+    rows: list[AttributionItem] = []
+    for digest, key in hashes.items():
+        change = changed[key]
+        row = existing.get(digest)
+        if row is None:
+            region, kind, name, detail = key
+            row = AttributionItem(
+                session=session,
+                key=digest,
+                region=region,
+                kind=kind,
+                name=name,
+                group=change.group,
+                detail=detail,
+                since=index,
+                first_turn=index,
+                last_turn=index,
+            )
+        else:
+            held = index - row.since
+            if row.tokens_now > 0:
+                row.accrued += row.tokens_now * held
+                row.present += held
+                row.last_turn = index - 1
+            row.since = index
+        row.tokens_now = max(0, row.tokens_now + change.delta)
+        row.tokens_peak = max(row.tokens_peak, row.tokens_now)
+        row.introduced += change.added
+        row.count += change.count
+        if change.count and len(row.turns) < TURNS_PER_ITEM and index not in row.turns:
+            row.turns = [*row.turns, index]
+        rows.append(row)
+    AttributionItem.objects.bulk_create(
+        sorted(rows, key=lambda r: r.key),  # one global order: concurrent turns never deadlock
+        update_conflicts=True,
+        unique_fields=["session", "key"],
+        update_fields=[
+            "tokens_now",
+            "tokens_peak",
+            "accrued",
+            "present",
+            "since",
+            "introduced",
+            "count",
+            "last_turn",
+            "turns",
+        ],
+    )
+
+
+def _uses_write(session: Session, uses: list[ToolUse], spoken: list[tuple[int, str]]) -> None:
+    """Store the turn's new tool uses and mark the outputs its assistant messages refer to."""
+    if spoken:
+        for use in uses:  # outputs followed by an assistant message of the same turn
+            if use.kind == "output" and any(
+                position > use.position and any(p in text for p in use.probes)
+                for position, text in spoken
+            ):
+                use.referenced = True
+        text = "\n".join(t for _, t in spoken)
+        open_outputs = ToolUse.objects.filter(
+            session=session, kind="output", referenced=False
+        ).order_by("-id")[:OPEN_OUTPUTS]
+        seen = [
+            pk for pk, probes in open_outputs.values_list("pk", "probes") if _found(probes, text)
+        ]
+        if seen:
+            ToolUse.objects.filter(pk__in=seen).update(referenced=True)
+    if uses:
+        ToolUse.objects.bulk_create(uses)
+
+
+def _found(probes: Sequence[str], text: str) -> bool:
+    return any(probe and probe in text for probe in probes)
+
+
+def _compactions(events: Sequence[Mapping[str, Any]], total: int) -> dict[str, list[int]]:
+    """The compactions a turn's events show: strategy -> [count, tokens saved]."""
+    found: dict[str, list[int]] = {}
+    for event in events:
+        if event.get("type") != "compaction":
+            continue
+        strategy = event.get("strategy") or event.get("source") or "reported"
+        before, after = event.get("tokens_before"), event.get("tokens_after", total)
+        saved = before - after if isinstance(before, int) and isinstance(after, int) else 0
+        entry = found.setdefault(str(strategy)[:64], [0, 0])
+        entry[0] += 1
+        entry[1] += max(0, saved)
+    return found
+
+
+def turn_day(turn: Turn) -> datetime.date:
+    """The day (UTC) a turn counts in."""
+    moment = turn.created_at or timezone.now()
+    return moment.astimezone(datetime.UTC).date()
+
+
+@lru_cache(maxsize=1)
+def _prices() -> dict[str, ModelPrice]:
+    """The price table, read once a process (settings do not change while it runs)."""
+    return model_prices()
+
+
+def _day_add(session: Session, turn: Turn) -> None:
+    day = turn_day(turn)
+    row = AttributionDay.objects.filter(session=session, day=day).first()
+    if row is None:
+        row = AttributionDay(project_id=session.project_id, session=session, day=day)
+    total = turn.total_tokens
+    row.turns += 1
+    row.tokens += total
+    price = price_for(session.model, _prices())
+    if price is not None:
+        row.cost += total * price[1].input / 1e6
+    row.regions = {
+        name: row.regions.get(name, 0) + turn.regions.get(name, 0)
+        for name in {*row.regions, *turn.regions}
+    }
+    if turn.reported_input_tokens is not None:
+        row.reported += turn.reported_input_tokens
+        row.counted_reported += turn.counted_tokens
+        row.turns_with_usage += 1
+    reserve = turn.max_output_tokens or session.output_reserve
+    fill = total / max(1, turn.context_window - reserve)
+    row.peak_fill = max(row.peak_fill, fill)
+    row.over_window_turns += fill >= 1.0
+    compactions = {k: list(v) for k, v in row.compactions.items()}
+    for strategy, (count, saved) in _compactions(turn.events, total).items():
+        entry = compactions.setdefault(strategy, [0, 0])
+        entry[0] += count
+        entry[1] += saved
+    row.compactions = compactions
+    if row.pk is None:
+        row.save(force_insert=True)
+    else:
+        row.save()
+
+
+def _session_clear(session: Session) -> None:
+    for model in (AttributionItem, AttributionEntry, ToolUse, AttributionDay):
+        model.objects.filter(session=session).delete()
+
+
+def attribution_rebuild(
+    *, project: Project | None = None, session: Session | None = None
+) -> dict[str, int]:
+    """Make the rollups of ``project``'s sessions (every project's without one, or one
+    ``session``) again from their stored turns, as ingest made them turn by turn; idempotent.
+    Each session is rebuilt in a transaction of its own, its row locked (a turn posted
+    meanwhile waits). Returns the sessions and turns walked."""
+    sessions = Session.objects.order_by("pk")
+    if project is not None:
+        sessions = sessions.filter(project=project)
+    if session is not None:
+        sessions = sessions.filter(pk=session.pk)
+    walked = {"sessions": 0, "turns": 0}
+    for pk in list(sessions.values_list("pk", flat=True)):
+        with transaction.atomic():
+            one = Session.objects.select_for_update().select_related("project").get(pk=pk)
+            _session_clear(one)
+            walked["turns"] += _session_walk(one)
+        walked["sessions"] += 1
+    return walked
+
+
+def _session_walk(session: Session) -> int:
+    """Add every stored turn of ``session`` to its rollups, in order."""
+    cache: dict[int, LibMessage] = {}
+    previous: list[int] = []
+    walked = 0
+    turns = Turn.objects.filter(session=session).select_related("system", "toolset")
+    mask = session.project.mask_secrets
+    for turn in turns.order_by("index").iterator(chunk_size=200):
+        ids = [*previous[: turn.shared], *turn.tail] if not turn.keyframe else list(turn.tail)
+        rows_needed = {i for i in ids if i not in cache}
+        if rows_needed:
+            for pk, data in MessageRow.objects.filter(pk__in=rows_needed).values_list("pk", "data"):
+                cache[pk] = message_from_dict(data)
+        turn.session = session
+        attribution_turn_add(
+            session=session,
+            turn=turn,
+            messages=[cache[i] for i in ids],
+            ids=ids,
+            previous_ids=previous,
+            system=turn.system,
+            toolset=turn.toolset,
+            mask=mask,
+        )
+        previous = ids
+        walked += 1
+    return walked
+
+
+__all__ = ["attribution_rebuild", "attribution_turn_add", "item_key", "turn_day"]
