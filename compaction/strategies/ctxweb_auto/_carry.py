@@ -215,6 +215,9 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
     return total, len(lost) - carried, len(wanted)
 
 
+#: How many URLs in a row may fail to fit written short before the rest are not tried.
+SHORT_MISSES = 4
+
 #: A carrier's new message, how many facts it carries whole, and how many URLs it writes short.
 _Chosen = tuple[_Carrier, Message, int, int]
 
@@ -304,14 +307,19 @@ def _chosen(
         short = short_url(fact[1]) if fact[0] == "urls" else None
         if short is not None:
             candidates.append((draft.text_tokens(short), short, carrier))
+    misses = 0
     for tokens, short, carrier in sorted(candidates, key=lambda item: item[:2]):
-        if room - spent < tokens:
+        # the rest are no shorter: once one's text alone, or a few in a row, do not fit, stop
+        # (each try renders its carrier again: a long summary would be tokenized per URL)
+        if room - spent < tokens or misses >= SHORT_MISSES:
             break
         trial = [*written[id(carrier)], ("urls", short)]
         new, now = lines(carrier, trial)
         before = news[id(carrier)][1] if id(carrier) in news else 0
         if new is None or spent - before + now > room:
+            misses += 1
             continue
+        misses = 0
         spent += now - before
         written[id(carrier)], news[id(carrier)] = trial, (new, now)
         shorts[id(carrier)] = shorts.get(id(carrier), 0) + 1
