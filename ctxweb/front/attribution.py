@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, timedelta
+from datetime import UTC, date, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -174,6 +174,9 @@ def overview_filters(params: Any, *, today: date) -> tuple[dict[str, Any], list[
             errors.append(f"The {name} filter holds at most {MAX_FILTER_CHARS} characters.")
             value = ""
         text[name] = value
+    if text["source"] and text["source"] not in attribution_selectors.SOURCES:
+        errors.append(f"Unknown source: one of {', '.join(attribution_selectors.SOURCES)}.")
+        text["source"] = ""
     return {"range": range_, "start": start, "end": end, **text}, errors
 
 
@@ -194,15 +197,37 @@ def _share_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "bar": (r["tokens"] / top) if top else 0.0} for r in rows]
 
 
+def every_day(days: list[dict[str, Any]], *, start: date, end: date) -> list[dict[str, Any]]:
+    """Each day from ``start`` to ``end``: the selector's row, or zeros for a day without turns
+    (the selector lists days with turns only; the chart's axis and the CSV keep every day)."""
+    held = {d["day"]: d for d in days}
+    out = []
+    for n in range((end - start).days + 1):
+        day = start + timedelta(days=n)
+        out.append(
+            held.get(day)
+            or {"day": day, "sessions": 0, "turns": 0, "tokens": 0, "cost": 0.0, "regions": {}}
+        )
+    return out
+
+
 def _day_rows(days: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**{k: v for k, v in d.items() if k != "regions"}, **d["regions"]} for d in days]
+    # A region without tokens that day is a 0 in its column, whether or not the day names it.
+    return [
+        {
+            **{k: v for k, v in d.items() if k != "regions"},
+            **{r: d["regions"].get(r, 0) for r in USED_REGIONS},
+        }
+        for d in days
+    ]
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     """``/overview/``: the project's tokens, tools, files and windows over a range of days."""
     access = page_access(request)
-    filters, errors = overview_filters(request.GET, today=timezone.localdate())
+    # Days are UTC days, as the rollups count them.
+    filters, errors = overview_filters(request.GET, today=timezone.now().astimezone(UTC).date())
     data = attribution_selectors.project_overview(
         project=access.project,
         start=filters["start"],
@@ -212,11 +237,12 @@ def overview(request: HttpRequest) -> HttpResponse:
         source=filters["source"] or None,
         session=filters["session"] or None,
     )
+    days = every_day(data["days"], start=filters["start"], end=filters["end"])
     tables: dict[str, list[dict[str, Any]]] = {
         **data["top"],
         "near_window": data["near_window"],
         "compactions": data["compactions"],
-        "days": _day_rows(data["days"]),
+        "days": _day_rows(days),
     }
     if request.GET.get("format") == "csv":
         table = request.GET.get("table", "")
@@ -246,7 +272,6 @@ def overview(request: HttpRequest) -> HttpResponse:
         for name in ("tools", "mcp_servers", "files", "instructions")
     ]
     totals = {
-        "sessions_days": sum(d["sessions"] for d in data["days"]),
         "turns": sum(d["turns"] for d in data["days"]),
         "tokens": sum(d["tokens"] for d in data["days"]),
         "cost": sum(d["cost"] or 0 for d in data["days"]),
@@ -263,7 +288,7 @@ def overview(request: HttpRequest) -> HttpResponse:
                 "cost": d["cost"],
                 "regions": d["regions"],
             }
-            for d in data["days"]
+            for d in days
         ],
     }
     present = {r for d in data["days"] for r, n in d["regions"].items() if n}
@@ -273,6 +298,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         {
             "access": access,
             "data": data,
+            "days": days,
             "filters": filters,
             "errors": errors,
             "ranges": list(RANGES.items()),

@@ -1,5 +1,6 @@
 """Dashboard pages: the sessions list, a session's chart, a turn's inspector, a strategy preview
-and its Apply form, a session's replays, an artifact, transcript imports, the project switcher.
+and its Apply form, a session's replays, its attribution, the project overview, an artifact,
+transcript imports, the project switcher.
 
 Session ids may hold slashes (``import/...``), so every longer session route comes before the
 bare session page.
@@ -9,6 +10,7 @@ from django.urls import path
 
 from ctxweb.front import (
     artifacts,
+    attribution,
     deletion,
     imports,
     operations,
@@ -26,6 +28,12 @@ urlpatterns = [
     path("accounts/project/", projects.project_switch, name="project-switch"),
     path("imports/", imports.import_list, name="imports"),
     path("setup/", setup.setup, name="setup"),
+    path("overview/", attribution.overview, name="overview"),
+    path(
+        "sessions/<path:external_id>/attribution/",
+        attribution.session_attribution,
+        name="session-attribution",
+    ),
     path("sessions/<path:external_id>/preview/", preview.session_preview, name="session-preview"),
     path(
         "sessions/<path:external_id>/operations/",

@@ -181,9 +181,11 @@ PAGES: dict[str, list[Call]] = {
     "logout": [Call("POST", "/accounts/logout/", scope="public", ok=(302,))],
     "project-switch": [Call("POST", "/accounts/project/", scope="switch", ok=(302,))],
     "home": [Call("GET", "/", scope="list")],
+    "overview": [Call("GET", "/overview/", scope="list")],
     "session-detail": [Call("GET", "/sessions/{sid}/")],
     "turn-jump": [Call("GET", "/sessions/{sid}/turns/", ok=(302,))],
     "turn-detail": [Call("GET", "/sessions/{sid}/turns/0/")],
+    "session-attribution": [Call("GET", "/sessions/{sid}/attribution/")],
     "session-preview": [Call("GET", "/sessions/{sid}/preview/")],
     "session-operation-apply": [
         Call(

@@ -1,0 +1,87 @@
+"""The project overview in a real browser: headless Chromium driven by Playwright against
+pytest-django's live server, on a project with two sessions posted through the REST ingest (MCP
+tools among their calls). The day chart is painted, the keyboard walks its days, a filter narrows
+the page, and an MCP server's row leads to the sessions. Saves screenshots under
+``test-output/screenshots/``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from ctxweb.accounts.models import Project
+from ctxweb.accounts.services import api_key_create
+from tests.ctxweb.front.test_session_attribution import four_turns
+from tests.support.browser import log_in, off_loop, shot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+OTHER_MODEL = "gpt-4o-mini"
+
+#: How many pixels of a canvas are painted (not transparent).
+PAINTED = """(canvas) => {
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  let painted = 0;
+  for (let i = 3; i < data.length; i += 4) if (data[i]) painted++;
+  return painted;
+}"""
+
+
+def _ingest(project: Project) -> None:
+    _, key = api_key_create(project=project, role="ingest")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    four_turns(client, "fixing-the-build")
+    four_turns(client, "cheaper-model", model=OTHER_MODEL)
+
+
+def turns_shown(page: Any) -> int:
+    text = page.locator("p.totals").inner_text()
+    found = re.match(r"([\d,]+) turns", text)
+    assert found, text
+    return int(found[1].replace(",", ""))
+
+
+def test_the_overview_charts_filters_and_leads_to_the_sessions(
+    live_server: Any, page: Any, project: Project
+) -> None:
+    off_loop(_ingest, project)
+    log_in(page, live_server.url)
+    page.click("nav[aria-label=Main] >> text=Overview")
+    page.wait_for_url(f"{live_server.url}/overview/")
+    stacks = page.locator("#overview-chart canvas.stacks")
+    assert stacks.evaluate(PAINTED) > 500
+    assert page.locator("#overview-chart canvas.activity").evaluate(PAINTED) > 100
+    assert page.evaluate("window.ctxwebOverview.days()") == 30
+    assert turns_shown(page) == 8
+    # the custom dates show only for a custom range
+    assert not page.locator("#f-start").is_visible()
+    page.select_option("#f-range", "custom")
+    assert page.locator("#f-start").is_visible()
+    page.select_option("#f-range", "30")
+
+    # the keyboard walks the days: End is today, with its 8 turns
+    page.focus("#overview-chart")
+    page.keyboard.press("End")
+    said = page.locator("#overview-chart-live").inner_text()
+    assert re.search(r": [\d,]+ token-turns, 8 turns, 2 sessions, \$", said), said
+    assert page.locator("#overview-chart .tooltip").is_visible()
+    shot(page, "overview")
+
+    page.select_option("#f-model", OTHER_MODEL)
+    page.click("#overview-filters button[type=submit]")
+    page.wait_for_url(re.compile(rf"/overview/\?range=30&model={OTHER_MODEL}"))
+    assert "start=" not in page.url  # a preset range leaves the dates out of the URL
+    assert turns_shown(page) == 4
+    assert page.locator("#overview-chart canvas.stacks").evaluate(PAINTED) > 500
+
+    row = page.locator("#top-mcp_servers tr.mcp_servers-row").first
+    assert row.locator(".item-name").inner_text() == "github"
+    row.locator("a").click()
+    page.wait_for_url(re.compile(rf"/\?model={OTHER_MODEL}$"))
+    sessions = page.locator("table.sessions td.sid > a").all_inner_texts()
+    assert sessions == ["cheaper-model"]
+    shot(page, "overview-to-sessions")

@@ -1,0 +1,173 @@
+"""A session's attribution page (/sessions/<id>/attribution/): the selector's rows, each turn
+linked to that turn's Attribution section, span bars, CSV downloads that match the tables,
+escaped hostile names, empty states, and who may see it. Sessions are posted through the REST
+ingest, so the rollups are the ones ingest keeps."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from ctxweb.accounts.models import Role
+from ctxweb.accounts.services import membership_set
+from ctxweb.contexts.models import Session
+from ctxweb.contexts.selectors import attribution as selector
+from ctxweb.front.attribution import SESSION_TABLES
+from tests.support.world import World
+
+HOSTILE = "<script>alert(1)</script>"
+SOURCE = "def main() -> None:\n    print('hello')\n" * 20
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {"name": name, "description": f"The {name} tool.", "input_schema": {"type": "object"}}
+
+
+TOOLS = [tool("Read"), tool("mcp__github__get_issue"), tool(HOSTILE)]
+ASK = {"role": "user", "content": "Fix app.py, then check the issue."}
+
+
+def call(call_id: str, name: str, args: dict[str, Any], output: str) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": call_id, "name": name, "input": args}
+    result = {"type": "tool_result", "tool_use_id": call_id, "content": output}
+    return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+
+
+def body(*messages: dict[str, Any], model: str = "claude-sonnet-4-5") -> dict[str, Any]:
+    request = {
+        "model": model,
+        "max_tokens": 1024,
+        "system": "You are a coding agent.",
+        "tools": TOOLS,
+        "messages": list(messages),
+    }
+    return {"format": "anthropic-messages", "request": request}
+
+
+def post(client: APIClient, external_id: str, data: dict[str, Any]) -> None:
+    response = client.post(
+        f"/api/v1/sessions/{external_id}/turns",
+        data=json.dumps(data),
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+
+
+def four_turns(
+    client: APIClient, external_id: str = "s1", model: str = "claude-sonnet-4-5"
+) -> None:
+    """Read app.py, call an MCP tool and the hostile tool, then read app.py again."""
+    steps = [
+        call("r1", "Read", {"file_path": "/repo/app.py"}, SOURCE),
+        call("g1", "mcp__github__get_issue", {"number": 7}, "Issue 7: the build is red. " * 30),
+        call("h1", HOSTILE, {"q": HOSTILE}, f"{HOSTILE} output " * 40),
+        call("r2", "Read", {"file_path": "/repo/app.py"}, SOURCE),
+    ]
+    messages: list[dict[str, Any]] = [ASK]
+    for step in steps:
+        messages.extend(step)
+        post(client, external_id, body(*messages, model=model))
+
+
+def attribution_of(world: World, external_id: str = "s1") -> dict[str, Any]:
+    session = Session.objects.get(project=world.project, external_id=external_id)
+    return selector.session_attribution(session=session)
+
+
+def rows_of(content: bytes) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(content.decode())))
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text
+
+
+@pytest.mark.django_db
+def test_the_page_lists_the_selectors_rows_with_links_to_each_turn(world: World) -> None:
+    four_turns(world.api(world.ingest_key))
+    data = attribution_of(world)
+    assert data["turns"] == 4
+    page = world.login(world.owner).get("/sessions/s1/attribution/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert data["items"]
+    assert data["growth"]
+    assert data["tools"]
+    for row in data["items"] + data["growth"]:
+        assert html.escape(row["name"]) in text
+        assert f'href="/sessions/s1/turns/{row["first_turn"]}/#attribution"' in text
+    assert text.count('class="span-row') == len(data["items"]) + len(data["growth"])
+    for row in data["tools"]:
+        assert html.escape(row["name"]) in text
+    # app.py was read twice, in turns 0 and 3
+    reread = {r["name"]: r for r in data["files_reread"]}
+    assert reread["/repo/app.py"]["reads"] == 2
+    for turn in reread["/repo/app.py"]["turns"]:
+        assert f'href="/sessions/s1/turns/{turn}/#attribution">#{turn}</a>' in text
+    for row in data["unreferenced_outputs"]:
+        assert f'href="/sessions/s1/turns/{row["turn"]}/#attribution">#{row["turn"]}</a>' in text
+    # the session page links here
+    session_page = world.login(world.owner).get("/sessions/s1/").content.decode()
+    assert 'href="/sessions/s1/attribution/"' in session_page
+
+
+@pytest.mark.django_db
+def test_each_csv_parses_and_matches_the_table(world: World) -> None:
+    four_turns(world.api(world.ingest_key))
+    data = attribution_of(world)
+    client = world.login(world.owner)
+    for table, (_, columns) in SESSION_TABLES.items():
+        response = client.get(f"/sessions/s1/attribution/?format=csv&table={table}")
+        assert response.status_code == 200
+        assert response["Content-Type"].startswith("text/csv")
+        assert "attachment" in response["Content-Disposition"]
+        rows = rows_of(response.content)
+        assert [list(r) for r in rows[:1]] == ([list(columns)] if data[table] else [])
+        assert rows == [{c: as_text(r[c]) for c in columns} for r in data[table]], table
+    unknown = client.get("/sessions/s1/attribution/?format=csv&table=secrets")
+    assert unknown.status_code == 400
+    assert b"one of items, growth" in unknown.content
+
+
+@pytest.mark.django_db
+def test_a_hostile_tool_name_is_escaped(world: World) -> None:
+    four_turns(world.api(world.ingest_key))
+    data = attribution_of(world)
+    assert HOSTILE in {r["name"] for r in data["tools"]}
+    text = world.login(world.owner).get("/sessions/s1/attribution/").content.decode()
+    assert HOSTILE not in text
+    assert html.escape(HOSTILE) in text
+
+
+@pytest.mark.django_db
+def test_a_session_without_tools_shows_the_empty_states(world: World) -> None:
+    post(world.api(world.ingest_key), "plain", body(ASK))
+    data = attribution_of(world, "plain")
+    assert data["tools"] == []
+    assert data["files_reread"] == []
+    text = world.login(world.owner).get("/sessions/plain/attribution/").content.decode()
+    assert "No tool was called." in text
+    assert "No file was read twice." in text
+    assert "Every tool output was referred to later" in text
+
+
+@pytest.mark.django_db
+def test_members_see_it_and_an_outsider_does_not(world: World) -> None:
+    four_turns(world.api(world.ingest_key))
+    operator = User.objects.create_user("op", password="pw-op-12345")
+    membership_set(project=world.project, user=operator, role=Role.OPERATOR)
+    for user in (world.owner, operator, world.teammate):
+        assert world.login(user).get("/sessions/s1/attribution/").status_code == 200
+    outsider = world.login(world.outsider)
+    assert outsider.get("/sessions/s1/attribution/").status_code == 404
+    assert outsider.get("/sessions/s1/attribution/?format=csv&table=tools").status_code == 404
