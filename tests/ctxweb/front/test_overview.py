@@ -212,3 +212,18 @@ def test_each_member_sees_their_own_project(world: World) -> None:
     assert csv_rows.decode().strip() == "name,tokens,sessions,turns"
     nobody = User.objects.create_user("nobody", password="pw-nobody-123")
     assert world.login(nobody).get("/overview/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_overview_follows_the_project_switcher(world: World) -> None:
+    two_sessions(world)
+    membership_set(project=world.other_project, user=world.owner, role=Role.VIEWER)
+    client = world.login(world.owner)
+    page = client.get("/overview/").content.decode()
+    assert totals(page)[0] == 8
+    assert 'id="project-switch"' in page
+    switched = client.post("/accounts/project/", {"project": str(world.other_project.pk)})
+    assert switched.status_code == 302
+    page = client.get("/overview/").content.decode()
+    assert 'Overview <span class="muted">of beta</span>' in page
+    assert "No turns in this range." in page

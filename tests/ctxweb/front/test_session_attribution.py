@@ -9,6 +9,7 @@ import csv
 import html
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from ctxweb.accounts.models import Role
 from ctxweb.accounts.services import membership_set
 from ctxweb.contexts.models import Session
 from ctxweb.contexts.selectors import attribution as selector
+from ctxweb.contexts.services.imports import transcript_import
 from ctxweb.front.attribution import SESSION_TABLES
 from tests.support.world import World
 
@@ -171,3 +173,38 @@ def test_members_see_it_and_an_outsider_does_not(world: World) -> None:
     outsider = world.login(world.outsider)
     assert outsider.get("/sessions/s1/attribution/").status_code == 404
     assert outsider.get("/sessions/s1/attribution/?format=csv&table=tools").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "relative",
+    ["claude-code/viewer-sample-1af7fc5e.jsonl", "codex/agentcmd-rollout-0924-2012.jsonl"],
+)
+@pytest.mark.django_db
+def test_a_real_imported_transcripts_pages(world: World, transcripts: Path, relative: str) -> None:
+    path = transcripts / relative
+    result = transcript_import(project=world.project, data=path.read_bytes(), name=path.name)
+    external_id = result.sessions[0].external_id
+    data = attribution_of(world, external_id)
+    assert data["items"]
+    client = world.login(world.owner)
+    text = client.get(f"/sessions/{external_id}/attribution/").content.decode()
+    assert text.count('class="span-row') == len(data["items"]) + len(data["growth"])
+    for row in data["tools"]:
+        assert html.escape(row["name"]) in text
+    for table, (_, columns) in SESSION_TABLES.items():
+        response = client.get(f"/sessions/{external_id}/attribution/?format=csv&table={table}")
+        assert rows_of(response.content) == [
+            {c: as_text(r[c]) for c in columns} for r in data[table]
+        ], table
+    assert client.get("/overview/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_slashed_session_id_has_its_page(world: World) -> None:
+    post(world.api(world.ingest_key), "team/fix-1", body(ASK))
+    client = world.login(world.owner)
+    page = client.get("/sessions/team/fix-1/attribution/")
+    assert page.status_code == 200
+    assert 'Attribution <span class="muted sid">of team/fix-1</span>' in page.content.decode()
+    response = client.get("/sessions/team/fix-1/attribution/?format=csv&table=items")
+    assert 'filename="team_fix-1-attribution-items.csv"' in response["Content-Disposition"]
