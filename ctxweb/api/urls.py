@@ -8,6 +8,7 @@ from django.urls import path
 
 from ctxweb.api import (
     artifacts,
+    attribution,
     audit,
     health,
     imports,
@@ -85,6 +86,7 @@ urlpatterns = [
     path("imports", imports.ImportListApi.as_view(), name="api-imports"),
     path("imports/<str:job_id>", imports.ImportDetailApi.as_view(), name="api-import-detail"),
     path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
+    path("overview", attribution.OverviewApi.as_view(), name="api-overview"),
     path(
         "sessions/<path:external_id>/turns/<int:index>/attribution",
         turns.TurnAttributionApi.as_view(),
@@ -94,6 +96,12 @@ urlpatterns = [
         "sessions/<path:external_id>/turns/<int:index>",
         turns.TurnDetailApi.as_view(),
         name="api-turn",
+    ),
+    # after the turn's attribution: a turn's path ends with .../turns/<n>/attribution too
+    path(
+        "sessions/<path:external_id>/attribution",
+        attribution.SessionAttributionApi.as_view(),
+        name="api-session-attribution",
     ),
     path("strategies", strategies.StrategyListApi.as_view(), name="api-strategies"),
     path("preview", strategies.PreviewApi.as_view(), name="api-preview"),

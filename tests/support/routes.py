@@ -94,6 +94,8 @@ API: dict[str, list[Call]] = {
     ],
     "api-turn": [Call("GET", "/api/v1/sessions/{sid}/turns/0")],
     "api-turn-attribution": [Call("GET", "/api/v1/sessions/{sid}/turns/0/attribution")],
+    "api-session-attribution": [Call("GET", "/api/v1/sessions/{sid}/attribution")],
+    "api-overview": [Call("GET", "/api/v1/overview", scope="list")],
     "api-strategies": [Call("GET", "/api/v1/strategies", scope="list")],
     "api-preview": [
         Call(

@@ -71,7 +71,9 @@ turn_stored = Signal()
 
 
 #: The words that follow a session id in a route: an id ending with one would be unreachable.
-ROUTE_WORDS = frozenset({"turns", "preview", "operations", "context", "export", "delete"})
+ROUTE_WORDS = frozenset(
+    {"turns", "preview", "operations", "context", "export", "delete", "attribution"}
+)
 #: The longest session id and model name: their columns' lengths.
 EXTERNAL_ID_MAX = 200
 MODEL_MAX = 200

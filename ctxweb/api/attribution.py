@@ -1,0 +1,190 @@
+"""The REST API of attribution rollups (issue 36): a session's attribution and the project
+overview, each as JSON or, with ``?format=csv&table=<name>``, one of its tables as CSV.
+
+``GET sessions/{id}/attribution``: :func:`ctxweb.contexts.selectors.attribution.session_attribution`
+(tables: items, growth, files_reread, unreferenced_outputs, tools).
+``GET overview?start=&end=&model=&agent=&source=&session=``:
+:func:`~ctxweb.contexts.selectors.attribution.project_overview` over UTC days ``start`` to
+``end`` (ISO dates; by default the last 30 days ending today; at most :data:`MAX_RANGE_DAYS`),
+filtered by model, agent (the session's format), source (proxy, otlp, langfuse, api, import)
+and a substring of the session id (tables: days, tools, mcp_servers, files, instructions,
+near_window, compactions). Both read rollup rows only.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from django.http import HttpResponse
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ctxweb.api.access import require_access, require_session
+from ctxweb.api.errors import ApiError
+from ctxweb.contexts.selectors import USED_REGIONS
+from ctxweb.contexts.selectors import attribution as attribution_selectors
+
+#: The longest range of days an overview covers (a day is one rollup row per session).
+MAX_RANGE_DAYS = 400
+#: The range of days an overview covers by default, ending today (UTC).
+DEFAULT_DAYS = 30
+#: The longest model, agent or session filter.
+MAX_FILTER_CHARS = 200
+#: A spreadsheet runs a cell starting with one of these as a formula: such cells get a leading
+#: apostrophe (names come from whoever posts turns).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+_ITEM_COLUMNS = (
+    "kind",
+    "group",
+    "name",
+    "region",
+    "tokens_now",
+    "tokens_peak",
+    "token_turns",
+    "introduced",
+    "first_turn",
+    "last_turn",
+    "turns_present",
+)
+_TOP_COLUMNS = ("name", "tokens", "sessions", "turns")
+#: The session's tables and their CSV columns.
+SESSION_TABLES: dict[str, tuple[str, ...]] = {
+    "items": _ITEM_COLUMNS,
+    "growth": _ITEM_COLUMNS,
+    "files_reread": ("name", "reads", "tokens", "turns"),
+    "unreferenced_outputs": ("tool", "name", "turn", "tokens"),
+    "tools": ("name", "calls", "output_tokens", "median_output_tokens"),
+}
+#: The overview's tables and their CSV columns (``days``: one column per region).
+OVERVIEW_TABLES: dict[str, tuple[str, ...]] = {
+    "days": ("day", "sessions", "turns", "tokens", "cost", *USED_REGIONS),
+    "tools": _TOP_COLUMNS,
+    "mcp_servers": _TOP_COLUMNS,
+    "files": _TOP_COLUMNS,
+    "instructions": _TOP_COLUMNS,
+    "near_window": ("session", "peak_fill", "turns", "over_window_turns"),
+    "compactions": ("strategy", "count", "tokens_saved"),
+}
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        value = " ".join(str(v) for v in value)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return "" if value is None else value
+
+
+def _csv(name: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> HttpResponse:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(column)) for column in columns])
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]
+    response["Content-Disposition"] = f'attachment; filename="{safe}.csv"'
+    return response
+
+
+def _table(request: Request, tables: Mapping[str, Sequence[str]]) -> str | None:
+    """The table a ``?format=csv`` request asks for, or None for JSON."""
+    format = request.query_params.get("format", "json")
+    if format not in ("json", "csv"):
+        raise ApiError(f"Unknown format {format[:40]!r}.", fields={"format": "json or csv"})
+    if format == "json":
+        return None
+    table = request.query_params.get("table", "")
+    if table not in tables:
+        raise ApiError(
+            f"Unknown table {table[:40]!r}.", fields={"table": f"one of {', '.join(tables)}"}
+        )
+    return table
+
+
+class SessionAttributionApi(APIView):
+    """A session's attribution over its turns: the items that held the most token-turns and
+    grew it most, files read more than once, outputs never referred to again, per tool."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, external_id: str) -> Response | HttpResponse:
+        session = require_session(require_access(request), external_id)
+        table = _table(request, SESSION_TABLES)
+        data = attribution_selectors.session_attribution(session=session)
+        if table is not None:
+            name = f"{session.external_id}-attribution-{table}"
+            return _csv(name, SESSION_TABLES[table], data[table])
+        return Response(data)
+
+
+def _day(request: Request, name: str) -> datetime.date | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return datetime.date.fromisoformat(raw[:10])
+    except ValueError:
+        raise ApiError(f"Bad {name} date.", fields={name: "an ISO date: YYYY-MM-DD"}) from None
+
+
+def overview_filters(request: Request) -> dict[str, Any]:
+    """The overview's range and filters from the query string, each checked."""
+    today = timezone.now().astimezone(datetime.UTC).date()
+    end = _day(request, "end") or today
+    start = _day(request, "start") or end - datetime.timedelta(days=DEFAULT_DAYS - 1)
+    if end < start:
+        raise ApiError("The end is before the start.", fields={"end": "on or after start"})
+    if (end - start).days + 1 > MAX_RANGE_DAYS:
+        raise ApiError(
+            f"A range holds at most {MAX_RANGE_DAYS} days.",
+            fields={"start": f"at most {MAX_RANGE_DAYS} days before end"},
+        )
+    filters: dict[str, Any] = {"start": start, "end": end}
+    for name in ("model", "agent", "source", "session"):
+        value = request.query_params.get(name, "").strip()
+        if len(value) > MAX_FILTER_CHARS:
+            raise ApiError(
+                f"The {name} filter is too long.",
+                fields={name: f"at most {MAX_FILTER_CHARS} characters"},
+            )
+        filters[name] = value or None
+    if filters["source"] is not None and filters["source"] not in attribution_selectors.SOURCES:
+        raise ApiError(
+            "Unknown source.",
+            fields={"source": f"one of {', '.join(attribution_selectors.SOURCES)}"},
+        )
+    return filters
+
+
+class OverviewApi(APIView):
+    """The project's sessions over a range of days: tokens and cost by day and region, the top
+    tools, MCP servers, files and instruction blocks, sessions near their window, compactions,
+    reported usage against ctxweb's count."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response | HttpResponse:
+        access = require_access(request)
+        filters = overview_filters(request)
+        table = _table(request, OVERVIEW_TABLES)
+        data = attribution_selectors.project_overview(project=access.project, **filters)
+        if table is None:
+            return Response(data)
+        if table == "days":
+            rows: list[dict[str, Any]] = [
+                {**day, **{r: day["regions"].get(r, 0) for r in USED_REGIONS}}
+                for day in data["days"]
+            ]
+        elif table in data["top"]:
+            rows = data["top"][table]
+        else:
+            rows = data[table]
+        name = f"overview-{table}-{filters['start'].isoformat()}-{filters['end'].isoformat()}"
+        return _csv(name, OVERVIEW_TABLES[table], rows)
