@@ -88,7 +88,7 @@ def main() -> None:
         started = time.perf_counter()
         loaded = list(selectors.replay_turn_contexts(session=session))
         load_seconds = time.perf_counter() - started
-    distinct = len({id(m) for _, context, _, _ in loaded for m in context.messages})
+    distinct = len({id(m) for turn in loaded for m in turn.context.messages})
     del loaded
 
     settings.CTXWEB_TASKS_INLINE = True

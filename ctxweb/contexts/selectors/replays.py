@@ -4,7 +4,7 @@ events and the page give a replay (:func:`replay_data`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import QuerySet
 
@@ -88,12 +88,22 @@ def replay_data(replay: Replay, *, results: bool = False) -> dict[str, Any]:
     return out
 
 
+class RecordedTurn(NamedTuple):
+    """A stored turn as a replay walks it."""
+
+    index: int
+    context: Context
+    window: int
+    max_output_tokens: int | None
+    reported_input_tokens: int | None
+
+
 def replay_turn_contexts(
     *, session: Session, turns: int | None = None, chunk: int = TURNS_PER_QUERY
-) -> Iterator[tuple[int, Context, int, int | None]]:
-    """Every turn of the session in order (the first ``turns`` only, when given) as ``(index,
-    context, window, max_output_tokens)``, the context rebuilt as
-    :func:`~ctxweb.contexts.selectors.turn_context` does.
+) -> Iterator[RecordedTurn]:
+    """Every turn of the session in order (the first ``turns`` only, when given), its context
+    rebuilt as :func:`~ctxweb.contexts.selectors.turn_context` does, with its window, max output
+    tokens and the input tokens the provider reported.
 
     Turns are read ``chunk`` at a time with their message ids (keyframes and deltas); each
     message, system prompt and tool set is read and parsed once, and the contexts of all the
@@ -120,6 +130,7 @@ def replay_turn_contexts(
                 "max_output_tokens",
                 "context_window",
                 "request_extra",
+                "reported_input_tokens",
             )[:size]
         )
         if not rows:
@@ -137,7 +148,7 @@ def replay_turn_contexts(
         new_tools = {row[4] for row in rows if row[4] is not None} - toolsets.keys()
         for toolset in ToolSet.objects.filter(pk__in=new_tools):
             toolsets[toolset.pk] = _tools(toolset)
-        for (index, _, _, system, tools, max_output, window, extra), found in zip(
+        for (index, _, _, system, tools, max_output, window, extra, reported), found in zip(
             rows, lists, strict=True
         ):
             context = Context(
@@ -148,7 +159,7 @@ def replay_turn_contexts(
                 max_output_tokens=max_output,
                 extra=extra,
             )
-            yield index, context, window, max_output
+            yield RecordedTurn(index, context, window, max_output, reported)
         last = rows[-1][0]
         if left is not None:
             left -= len(rows)

@@ -496,14 +496,15 @@ def _inputs(replay: Replay) -> dict[str, Any]:
     recorded = replay.total // max(1, len(replay.policies))
     turns = [
         ReplayTurn(
-            index=index,
-            context=context,
-            window=window,
-            reserve=max_output if max_output else session.output_reserve,
+            index=turn.index,
+            context=turn.context,
+            window=turn.window,
+            reserve=turn.max_output_tokens or session.output_reserve,
+            # What the provider counted beyond the context stays in every call, as ingest
+            # stores it: as recorded then gives each stored turn's total exactly.
+            reported_input_tokens=turn.reported_input_tokens,
         )
-        for index, context, window, max_output in selectors.replay_turn_contexts(
-            session=session, turns=recorded
-        )
+        for turn in selectors.replay_turn_contexts(session=session, turns=recorded)
     ]
     priced = price_for(session.model or None, model_prices())
     return {
