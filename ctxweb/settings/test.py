@@ -53,8 +53,14 @@ def _redis_of_worker(url: str, worker: str) -> str:
 
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-if REDIS_URL and _WORKER.startswith("gw"):  # noqa: F405
-    REDIS_URL = _redis_of_worker(REDIS_URL, _WORKER)  # noqa: F405
-    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [REDIS_URL]  # noqa: F405
+_REDIS_URL: str = os.environ.get("REDIS_URL", "")
+if _REDIS_URL and _WORKER.startswith("gw"):
+    REDIS_URL = _redis_of_worker(_REDIS_URL, _WORKER)
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
     CACHES["default"]["LOCATION"] = REDIS_URL  # noqa: F405
     CELERY_BROKER_URL = REDIS_URL
