@@ -26,6 +26,7 @@ from django.utils import timezone
 from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as attribution_selectors
 from ctxweb.front.access import page_access, page_session
+from ctxweb.front.turns import GROUPED
 
 #: The overview's preset ranges, in days ending today (``range=custom`` takes ``start``/``end``).
 RANGES = {"7": "Last 7 days", "30": "Last 30 days", "90": "Last 90 days", "custom": "Custom"}
@@ -388,5 +389,6 @@ def session_attribution(request: HttpRequest, external_id: str) -> HttpResponse:
                 for r in data["tools"]
             ],
             "csv": {name: f"?format=csv&table={name}" for name in SESSION_TABLES},
+            "grouped_kinds": GROUPED,
         },
     )

@@ -111,6 +111,9 @@ def test_the_page_lists_the_selectors_rows_with_links_to_each_turn(world: World)
     assert text.count('class="span-row') == len(data["items"]) + len(data["growth"])
     for row in data["tools"]:
         assert html.escape(row["name"]) in text
+    # an MCP tool's server beside it, as on the turn page; no group beside text
+    assert 'mcp__github__get_issue <span class="muted">· github</span>' in text
+    assert 'user text <span class="muted">·' not in text
     # app.py was read twice, in turns 0 and 3
     reread = {r["name"]: r for r in data["files_reread"]}
     assert reread["/repo/app.py"]["reads"] == 2
