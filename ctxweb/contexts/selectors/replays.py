@@ -4,7 +4,8 @@ events and the page give a replay (:func:`replay_data`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -88,7 +89,8 @@ def replay_data(replay: Replay, *, results: bool = False) -> dict[str, Any]:
     return out
 
 
-class RecordedTurn(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RecordedTurn:
     """A stored turn as a replay walks it."""
 
     index: int
