@@ -4,6 +4,8 @@
    in a tooltip and are read out. Data arrives through json_script and reaches the page as text
    only (textContent), never as HTML. The filter form hides the custom dates unless asked for.
 
+   A click on a day, or Enter on the focused one, opens the overview of that day alone.
+
    API for tests: window.ctxwebOverview.days() (count), .select(position).
 */
 (function () {
@@ -18,12 +20,17 @@
     range.addEventListener("change", sync);
     sync();
     form.addEventListener("submit", function () {
-      // A preset range ignores the dates: keep them out of the shared URL.
-      if (range.value !== "custom") {
-        form.querySelectorAll(".custom-dates input").forEach(function (input) {
-          input.disabled = true;
-        });
-      }
+      // Keep the shared URL short: no empty filter, and no dates for a preset range.
+      form.querySelectorAll("input, select").forEach(function (field) {
+        var date = field.closest(".custom-dates");
+        if (!field.value || (date && range.value !== "custom")) field.disabled = true;
+      });
+    });
+    // Back from another page, the browser may restore the fields disabled at submit.
+    window.addEventListener("pageshow", function () {
+      form.querySelectorAll("input, select").forEach(function (field) {
+        field.disabled = false;
+      });
     });
   }
 
@@ -262,7 +269,30 @@
     if (selected < 0) tip.hidden = true;
     else showTip(selected);
   });
+  // A day opens the overview of that day alone, the other filters kept.
+  function dayUrl(i) {
+    var url = new URL(window.location.href);
+    Array.from(url.searchParams.keys()).forEach(function (key) {
+      if (!url.searchParams.get(key)) url.searchParams.delete(key);
+    });
+    url.searchParams.set("range", "custom");
+    url.searchParams.set("start", days[i].day);
+    url.searchParams.set("end", days[i].day);
+    url.searchParams.delete("format");
+    url.searchParams.delete("table");
+    return url.toString();
+  }
+
+  root.addEventListener("click", function (event) {
+    var i = dayAt(event.clientX);
+    if (i >= 0) window.location.assign(dayUrl(i));
+  });
   root.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && selected >= 0) {
+      event.preventDefault();
+      window.location.assign(dayUrl(selected));
+      return;
+    }
     var moves = { ArrowLeft: selected - 1, ArrowRight: selected < 0 ? 0 : selected + 1, Home: 0, End: days.length - 1 };
     if (!(event.key in moves)) return;
     event.preventDefault();

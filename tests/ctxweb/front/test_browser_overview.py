@@ -1,8 +1,8 @@
 """The project overview in a real browser: headless Chromium driven by Playwright against
 pytest-django's live server, on a project with two sessions posted through the REST ingest (MCP
 tools among their calls). The day chart is painted, the keyboard walks its days, a filter narrows
-the page, and an MCP server's row leads to the sessions. Saves screenshots under
-``test-output/screenshots/``."""
+the page, an MCP server's row leads to the sessions, and Enter on a day opens that day. Saves
+screenshots under ``test-output/screenshots/``."""
 
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ def test_the_overview_charts_filters_and_leads_to_the_sessions(
 
     page.select_option("#f-model", OTHER_MODEL)
     page.click("#overview-filters button[type=submit]")
-    page.wait_for_url(re.compile(rf"/overview/\?range=30&model={OTHER_MODEL}"))
-    assert "start=" not in page.url  # a preset range leaves the dates out of the URL
+    # no empty filter and no dates for a preset range: a short URL to share
+    page.wait_for_url(f"{live_server.url}/overview/?range=30&model={OTHER_MODEL}")
     assert turns_shown(page) == 4
     assert page.locator("#overview-chart canvas.stacks").evaluate(PAINTED) > 500
 
@@ -85,3 +85,18 @@ def test_the_overview_charts_filters_and_leads_to_the_sessions(
     sessions = page.locator("table.sessions td.sid > a").all_inner_texts()
     assert sessions == ["cheaper-model"]
     shot(page, "overview-to-sessions")
+
+    # Enter on a day opens that day alone, the model filter kept
+    page.go_back()
+    page.wait_for_url(f"{live_server.url}/overview/?range=30&model={OTHER_MODEL}")
+    page.focus("#overview-chart")
+    page.keyboard.press("End")
+    today = page.evaluate(
+        "JSON.parse(document.getElementById('overview-data').textContent).days.at(-1).day"
+    )
+    page.keyboard.press("Enter")
+    page.wait_for_url(
+        f"{live_server.url}/overview/?range=custom&model={OTHER_MODEL}&start={today}&end={today}"
+    )
+    assert turns_shown(page) == 4
+    assert page.evaluate("window.ctxwebOverview.days()") == 1
