@@ -14,8 +14,7 @@ from django.utils import timezone
 from compaction.errors import StrategyError
 from compaction.strategies import get_strategy
 from ctxweb.contexts.models import AuditEvent, Replay, Session, Turn
-from ctxweb.contexts.services import replays
-from ctxweb.contexts.services._sessions import session_get_or_create
+from ctxweb.contexts.services import replays, session_get_or_create
 from ctxweb.contexts.services.imports import transcript_import
 from tests.support.builders import body, history
 from tests.support.transcripts import MISSING, find_transcripts
