@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ctxweb.accounts.models import Role
@@ -227,3 +229,22 @@ def test_the_overview_follows_the_project_switcher(world: World) -> None:
     page = client.get("/overview/").content.decode()
     assert 'Overview <span class="muted">of beta</span>' in page
     assert "No turns in this range." in page
+
+
+def queries_of(client: Any, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200, url
+    return len(queries)
+
+
+@pytest.mark.django_db
+def test_the_pages_run_as_many_queries_for_one_session_as_for_three(world: World) -> None:
+    client = world.api(world.ingest_key)
+    four_turns(client, "s1")
+    member = world.login(world.owner)
+    urls = ["/overview/", "/overview/?format=csv&table=days", "/sessions/s1/attribution/"]
+    one = [queries_of(member, url) for url in urls]
+    four_turns(client, "s2", model=OTHER_MODEL)
+    four_turns(client, "s3")
+    assert totals(member.get("/overview/").content.decode())[0] == 12
+    assert [queries_of(member, url) for url in urls] == one
