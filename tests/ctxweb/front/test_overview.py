@@ -105,6 +105,10 @@ def test_filters_narrow_the_numbers_as_the_selector_does(world: World) -> None:
             assert names == [html.escape(r["name"]) for r in data["top"]["tools"]], query
         else:
             assert "No turns in this range with these filters." in text
+    # a model no session has stays chosen in its select (and finds nothing), escaped
+    text = client.get("/overview/?model=%3Cb%3Enone").content.decode()
+    assert '<option value="&lt;b&gt;none" selected>&lt;b&gt;none (no session)</option>' in text
+    assert "No turns in this range with these filters." in text
     # the model and session filters keep one session of two
     by_model = overview_of(world, model=OTHER_MODEL)
     assert (
