@@ -593,7 +593,8 @@ class AttributionItem(models.Model):
     name = models.CharField(max_length=500)
     group = models.CharField(max_length=500)
     detail = models.CharField(max_length=500, blank=True)
-    tokens_now = models.PositiveIntegerField(default=0)
+    # Signed: a turn's upsert carries the change (negative when it drops the item) in it.
+    tokens_now = models.IntegerField(default=0)
     tokens_peak = models.PositiveIntegerField(default=0)
     accrued = models.PositiveBigIntegerField(default=0, help_text="token-turns before since")
     present = models.PositiveIntegerField(default=0, help_text="turns present before since")
@@ -606,7 +607,6 @@ class AttributionItem(models.Model):
     last_turn = models.PositiveIntegerField(
         default=0, help_text="the last turn that held it, when it no longer is held"
     )
-    turns = models.JSONField(default=list, help_text="the first turns that brought it in")
 
     class Meta:
         constraints = [
@@ -669,7 +669,19 @@ class AttributionDay(models.Model):
     day = models.DateField()
     turns = models.PositiveIntegerField(default=0)
     tokens = models.PositiveBigIntegerField(default=0, help_text="token-turns: turn totals")
-    regions = models.JSONField(default=dict, help_text="region -> token-turns")
+    # Token-turns by region (compaction.regions.USED_REGIONS), a column each: a turn adds to
+    # them in one upsert.
+    region_system = models.PositiveBigIntegerField(default=0)
+    region_tools = models.PositiveBigIntegerField(default=0)
+    region_summary = models.PositiveBigIntegerField(default=0)
+    region_user = models.PositiveBigIntegerField(default=0)
+    region_assistant = models.PositiveBigIntegerField(default=0)
+    region_tool_calls = models.PositiveBigIntegerField(default=0)
+    region_tool_results = models.PositiveBigIntegerField(default=0)
+    region_reasoning = models.PositiveBigIntegerField(default=0)
+    region_media = models.PositiveBigIntegerField(default=0)
+    region_other = models.PositiveBigIntegerField(default=0)
+    region_unattributed = models.PositiveBigIntegerField(default=0)
     cost = models.FloatField(
         default=0.0, help_text="USD: tokens at the model's input price when stored (no cache)"
     )

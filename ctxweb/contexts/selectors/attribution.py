@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When
 
 from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
-from compaction.regions import REGIONS
+from compaction.regions import REGIONS, USED_REGIONS
 from compaction.tokens import TokenCache, TokenCounter, get_tokenizer
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
@@ -212,8 +212,9 @@ def turn_attribution(*, turn: Turn) -> dict[str, Any]:
 # A session's and a project's attribution (issue 36), read from the rollups ingest keeps
 # (ctxweb.contexts.services.attribution): never a scan of messages or turns.
 
-#: Rows listed per table of a session's attribution.
+#: Rows listed per table of a session's attribution; turns listed per file read again.
 SESSION_ITEMS, SESSION_GROWTH, SESSION_LIST = 50, 20, 50
+TURNS_PER_FILE = 20
 #: Rows per top list, sessions near their window listed, of a project's overview.
 TOP_ITEMS, NEAR_WINDOW_ROWS = 20, 50
 #: A session's peak fill (tokens over window less reserve) that counts as near its window.
@@ -222,6 +223,7 @@ NEAR_WINDOW = 0.9
 #: transcript format) is an import.
 SOURCES = ("proxy", "otlp", "langfuse", "api", "import")
 _STORED_SOURCE = {"proxy": "proxy", "otlp": "otel", "langfuse": "langfuse", "api": "api"}
+REGION_COLUMNS = tuple(f"region_{name}" for name in USED_REGIONS)
 
 
 def _held(row: AttributionItem, turns: int) -> tuple[int, int, int]:
@@ -280,21 +282,31 @@ def session_attribution(*, session: Session) -> dict[str, Any]:
         session=session, kind="output", referenced=False
     ).order_by("-tokens", "turn", "position")[:SESSION_LIST]
     tools: dict[str, dict[str, Any]] = {}
-    for tool, kind, tokens in (
-        ToolUse.objects.filter(session=session).values_list("tool", "kind", "tokens").iterator()
-    ):
+    #: the turns that brought in each file as a tool's output, in order
+    read_on: dict[str, list[int]] = {}
+    uses = ToolUse.objects.filter(session=session).order_by("turn", "position", "id")
+    for tool, kind, name, turn, tokens in uses.values_list(
+        "tool", "kind", "name", "turn", "tokens"
+    ).iterator():
         entry = tools.setdefault(tool, {"name": tool, "calls": 0, "outputs": []})
         if kind == "call":
             entry["calls"] += 1
         else:
             entry["outputs"].append(tokens)
+            if name != tool:
+                read_on.setdefault(name, []).append(turn)
     return {
         "session": session.external_id,
         "turns": turns,
         "items": [items[i] for i in order[:SESSION_ITEMS]],
         "growth": [items[i] for i in growth[:SESSION_GROWTH] if rows[i].introduced],
         "files_reread": [
-            {"name": row.name, "reads": row.count, "tokens": row.introduced, "turns": row.turns}
+            {
+                "name": row.name,
+                "reads": row.count,
+                "tokens": row.introduced,
+                "turns": sorted(set(read_on.get(row.name, ())))[:TURNS_PER_FILE],
+            }
             for row in reread[:SESSION_LIST]
         ],
         "unreferenced_outputs": [
@@ -404,7 +416,7 @@ def project_overview(
         "turns",
         "tokens",
         "cost",
-        "regions",
+        *REGION_COLUMNS,
         "reported",
         "counted_reported",
         "turns_with_usage",
@@ -421,8 +433,10 @@ def project_overview(
         day["tokens"] += row["tokens"]
         day["cost"] += row["cost"]
         regions = day["regions"]
-        for name, tokens in row["regions"].items():
-            regions[name] = regions.get(name, 0) + tokens
+        for name in USED_REGIONS:
+            tokens = row[f"region_{name}"]
+            if tokens:
+                regions[name] = regions.get(name, 0) + tokens
         one = per_session.setdefault(
             row["session_id"],
             {"session": row["session__external_id"], "peak_fill": 0.0, "turns": 0, "over": 0},

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -37,6 +37,7 @@ from compaction.cache import ModelPrice, price_for
 from compaction.messages import Message as LibMessage
 from compaction.messages import ToolDefinition, message_from_dict
 from compaction.messages.model import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from compaction.regions import USED_REGIONS
 from compaction.tokens import TokenCounter
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
@@ -56,8 +57,6 @@ from ctxweb.contexts.services.pricing import model_prices
 #: The negative positions of what is not a message: the request's own overhead, the top-level
 #: system prompt, the tool definitions, the provider's reported remainder.
 OVERHEAD, SYSTEM, TOOLS, PROVIDER = -1, -2, -3, -4
-#: Turns listed per item (the first that brought it in).
-TURNS_PER_ITEM = 20
 #: Open outputs looked for in a turn's new assistant messages (the latest first).
 OPEN_OUTPUTS = 200
 #: Distinctive lines kept per output to recognise a later reference, and their lengths.
@@ -159,10 +158,10 @@ def _calls_before(
     for position in range(start - 1, -1, -1):
         if not wanted:
             break
-        message = messages[position]
-        if not message.tool_calls:
+        calls = messages[position].tool_calls
+        if not calls or not any(call.id in wanted for call in calls):
             continue
-        for call_id, target in call_targets(message, servers).items():
+        for call_id, target in call_targets(messages[position], servers).items():
             if call_id in wanted:
                 found[call_id] = target
                 wanted.discard(call_id)
@@ -244,6 +243,23 @@ class _Entry:
     position: int
     ref: int
     items: list[Stored]
+
+
+@dataclass
+class _State:
+    """What this process knows of a session's rollups after its turn ``index``: the entries of
+    the non-message positions, and its latest open outputs (id, probes; None: not known), so
+    that a turn that only adds messages reads nothing back."""
+
+    index: int
+    specials: dict[int, _Entry]
+    open: list[tuple[int, list[str]]] | None
+
+
+#: By session id; checked against the turn's index before use (another process may have
+#: stored the turns since, or this turn's transaction rolled back).
+_STATES: dict[int, _State] = {}
+_STATES_MAX = 2_000
 
 
 def _special_ref(
@@ -347,22 +363,29 @@ def attribution_turn_add(
     counter = counter_for(session.encoding)
     prefix = _common_prefix(previous_ids, ids)
     changes = _Changes()
-    old: dict[int, _Entry] = {}
+    state = _STATES.pop(session.pk, None)
+    if state is not None and state.index != index - 1:
+        state = None
+    old: dict[int, _Entry] = dict(state.specials) if state is not None else {}
     # The items of the messages dropped, by message id: one the turn sends again at another
     # position (what follows a dropped message moves up) is moved, not brought in.
     moved: dict[int, list[list[Stored]]] = {}
     dropped = False
-    for position, ref, items in (
-        AttributionEntry.objects.filter(session=session)
-        .filter(Q(position__lt=0) | Q(position__gte=prefix))
-        .values_list("position", "ref", "items")
-    ):
-        if position >= 0:
-            changes.add(items, -1)
-            moved.setdefault(ref, []).append(items)
-            dropped = True
-        else:
-            old[position] = _Entry(position, ref, items)
+    wanted_rows = Q(position__gte=prefix) if prefix < len(previous_ids) else None
+    if state is None:
+        wanted_rows = Q(position__lt=0) if wanted_rows is None else wanted_rows | Q(position__lt=0)
+    if wanted_rows is not None:
+        for position, ref, items in (
+            AttributionEntry.objects.filter(session=session)
+            .filter(wanted_rows)
+            .values_list("position", "ref", "items")
+        ):
+            if position >= 0:
+                changes.add(items, -1)
+                moved.setdefault(ref, []).append(items)
+                dropped = True
+            else:
+                old[position] = _Entry(position, ref, items)
     writes: list[_Entry] = []
     reported = turn.reported_input_tokens
     provider = max(0, reported - turn.counted_tokens) if reported is not None else 0
@@ -381,12 +404,16 @@ def attribution_turn_add(
         changes.add(items, 1)
         writes.append(_Entry(position, ref, items))
     servers = _toolset_servers(toolset) if toolset is not None else {}
-    wanted = {
-        part.tool_call_id
-        for message in messages[prefix:]
-        for part in message.parts
-        if isinstance(part, ToolResultPart)
-    }
+    # The results whose call is not made earlier in the tail or beside them (the tail's calls
+    # are added as it is walked; agents reuse call ids, so order matters).
+    wanted: set[str] = set()
+    made: set[str] = set()
+    for message in messages[prefix:]:
+        own = {call.id for call in message.tool_calls}
+        for part in message.parts:
+            if isinstance(part, ToolResultPart) and part.tool_call_id not in made | own:
+                wanted.add(part.tool_call_id)
+        made |= own
     calls = _calls_before(messages, prefix, wanted, servers) if wanted else {}
     uses: list[ToolUse] = []
     spoken: list[tuple[int, str]] = []
@@ -427,91 +454,129 @@ def attribution_turn_add(
             update_fields=["ref", "items"],
         )
     _items_write(session, index, changes)
-    _uses_write(session, uses, spoken)
+    open_outputs = _uses_write(session, uses, spoken, state.open if state is not None else None)
     _day_add(session, turn)
+    specials = {**old, **{e.position: e for e in writes if e.position < 0}}
+    if len(_STATES) >= _STATES_MAX:
+        _STATES.clear()
+    _STATES[session.pk] = _State(index, specials, open_outputs)
+
+
+#: The columns of an item's upsert, and what a turn does to a stored row: its token-turns so
+#: far closed at the turn (``since``), the change added (``tokens_now`` carries it).
+_ITEM_COLUMNS = (
+    "session_id",
+    "key",
+    "region",
+    "kind",
+    "name",
+    "group",
+    "detail",
+    "tokens_now",
+    "tokens_peak",
+    "accrued",
+    "present",
+    "since",
+    "introduced",
+    "count",
+    "first_turn",
+    "last_turn",
+)
+_ITEM_UPDATE = (
+    "accrued = {t}.accrued + {t}.tokens_now * (excluded.since - {t}.since), "
+    "present = {t}.present"
+    " + CASE WHEN {t}.tokens_now > 0 THEN excluded.since - {t}.since ELSE 0 END, "
+    "last_turn = CASE WHEN {t}.tokens_now > 0 THEN excluded.since - 1 ELSE {t}.last_turn END, "
+    "tokens_now = {t}.tokens_now + excluded.tokens_now, "
+    "tokens_peak = {greatest}({t}.tokens_peak, {t}.tokens_now + excluded.tokens_now), "
+    "since = excluded.since, "
+    "introduced = {t}.introduced + excluded.introduced, "
+    '"count" = {t}."count" + excluded."count"'
+)
+#: Items per statement (16 parameters each: within every driver's limit).
+_ITEMS_PER_STATEMENT = 500
+
+
+def _greatest() -> str:
+    return "GREATEST" if connection.vendor == "postgresql" else "MAX"
 
 
 def _items_write(session: Session, index: int, changes: _Changes) -> None:
-    """Write the items whose tokens changed at turn ``index`` (their token-turns so far closed
-    at ``since``)."""
-    changed = {key: c for key, c in changes.items.items() if c.delta or c.added}
+    """Add turn ``index``'s changes to the session's items, in one upsert (a statement per
+    :data:`_ITEMS_PER_STATEMENT` items): no row is read back."""
+    changed = sorted(
+        ((item_key(key), key, c) for key, c in changes.items.items() if c.delta or c.added),
+        key=lambda row: row[0],  # one global order: concurrent turns never deadlock
+    )
     if not changed:
         return
-    hashes = {item_key(key): key for key in changed}
-    existing = {
-        row.key: row
-        for row in AttributionItem.objects.filter(session=session, key__in=list(hashes))
-    }
-    rows: list[AttributionItem] = []
-    for digest, key in hashes.items():
-        change = changed[key]
-        row = existing.get(digest)
-        if row is None:
-            region, kind, name, detail = key
-            row = AttributionItem(
-                session=session,
-                key=digest,
-                region=region,
-                kind=kind,
-                name=name,
-                group=change.group,
-                detail=detail,
-                since=index,
-                first_turn=index,
-                last_turn=index,
+    quote = connection.ops.quote_name
+    table = quote(AttributionItem._meta.db_table)
+    columns = ", ".join(quote(c) for c in _ITEM_COLUMNS)
+    update = _ITEM_UPDATE.format(t=table, greatest=_greatest())
+    row = "(" + ", ".join(["%s"] * len(_ITEM_COLUMNS)) + ")"
+    with connection.cursor() as cursor:
+        for start in range(0, len(changed), _ITEMS_PER_STATEMENT):
+            chunk = changed[start : start + _ITEMS_PER_STATEMENT]
+            params: list[Any] = []
+            for digest, (region, kind, name, detail), change in chunk:
+                params += [
+                    session.pk,
+                    digest,
+                    region,
+                    kind,
+                    name,
+                    change.group,
+                    detail,
+                    change.delta,
+                    max(0, change.delta),
+                    0,
+                    0,
+                    index,
+                    change.added,
+                    change.count,
+                    index,
+                    index,
+                ]
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(chunk))}"
+                f" ON CONFLICT (session_id, {quote('key')}) DO UPDATE SET {update}",
+                params,
             )
-        else:
-            held = index - row.since
-            if row.tokens_now > 0:
-                row.accrued += row.tokens_now * held
-                row.present += held
-                row.last_turn = index - 1
-            row.since = index
-        row.tokens_now = max(0, row.tokens_now + change.delta)
-        row.tokens_peak = max(row.tokens_peak, row.tokens_now)
-        row.introduced += change.added
-        row.count += change.count
-        if change.count and len(row.turns) < TURNS_PER_ITEM and index not in row.turns:
-            row.turns = [*row.turns, index]
-        rows.append(row)
-    AttributionItem.objects.bulk_create(
-        sorted(rows, key=lambda r: r.key),  # one global order: concurrent turns never deadlock
-        update_conflicts=True,
-        unique_fields=["session", "key"],
-        update_fields=[
-            "tokens_now",
-            "tokens_peak",
-            "accrued",
-            "present",
-            "since",
-            "introduced",
-            "count",
-            "last_turn",
-            "turns",
-        ],
-    )
 
 
-def _uses_write(session: Session, uses: list[ToolUse], spoken: list[tuple[int, str]]) -> None:
-    """Store the turn's new tool uses and mark the outputs its assistant messages refer to."""
+def _uses_write(
+    session: Session,
+    uses: list[ToolUse],
+    spoken: list[tuple[int, str]],
+    open_outputs: list[tuple[int, list[str]]] | None,
+) -> list[tuple[int, list[str]]] | None:
+    """Store the turn's new tool uses, mark the outputs its assistant messages refer to, and
+    return the session's latest open outputs (``open_outputs`` before the turn, or None when
+    not known: then they are read, if the turn has something to look for them in)."""
     if spoken:
         for use in uses:  # outputs followed by an assistant message of the same turn
             if use.kind == "output" and any(
-                position > use.position and any(p in text for p in use.probes)
-                for position, text in spoken
+                position > use.position and _found(use.probes, text) for position, text in spoken
             ):
                 use.referenced = True
         text = "\n".join(t for _, t in spoken)
-        open_outputs = ToolUse.objects.filter(
-            session=session, kind="output", referenced=False
-        ).order_by("-id")[:OPEN_OUTPUTS]
-        seen = [
-            pk for pk, probes in open_outputs.values_list("pk", "probes") if _found(probes, text)
-        ]
+        if open_outputs is None:
+            rows = ToolUse.objects.filter(session=session, kind="output", referenced=False)
+            latest = rows.order_by("-id").values_list("pk", "probes")[:OPEN_OUTPUTS]
+            open_outputs = list(reversed(latest))
+        seen = {pk for pk, probes in open_outputs if _found(probes, text)}
         if seen:
             ToolUse.objects.filter(pk__in=seen).update(referenced=True)
+            open_outputs = [(pk, probes) for pk, probes in open_outputs if pk not in seen]
     if uses:
         ToolUse.objects.bulk_create(uses)
+        if open_outputs is not None:
+            added = [(u.pk, u.probes) for u in uses if u.kind == "output" and not u.referenced]
+            if any(pk is None for pk, _ in added):  # a driver that returns no ids
+                return None
+            open_outputs = [*open_outputs, *added][-OPEN_OUTPUTS:]
+    return open_outputs
 
 
 def _found(probes: Sequence[str], text: str) -> bool:
@@ -545,39 +610,63 @@ def _prices() -> dict[str, ModelPrice]:
     return model_prices()
 
 
+_DAY_ADDED = (
+    "turns",
+    "tokens",
+    "cost",
+    *(f"region_{name}" for name in USED_REGIONS),
+    "reported",
+    "counted_reported",
+    "turns_with_usage",
+    "over_window_turns",
+)
+
+
 def _day_add(session: Session, turn: Turn) -> None:
+    """Add ``turn`` to its session's row of its day, in one upsert (compactions, rare, in a
+    second statement)."""
     day = turn_day(turn)
-    row = AttributionDay.objects.filter(session=session, day=day).first()
-    if row is None:
-        row = AttributionDay(project_id=session.project_id, session=session, day=day)
     total = turn.total_tokens
-    row.turns += 1
-    row.tokens += total
     price = price_for(session.model, _prices())
-    if price is not None:
-        row.cost += total * price[1].input / 1e6
-    row.regions = {
-        name: row.regions.get(name, 0) + turn.regions.get(name, 0)
-        for name in {*row.regions, *turn.regions}
-    }
-    if turn.reported_input_tokens is not None:
-        row.reported += turn.reported_input_tokens
-        row.counted_reported += turn.counted_tokens
-        row.turns_with_usage += 1
+    reported = turn.reported_input_tokens
     reserve = turn.max_output_tokens or session.output_reserve
     fill = total / max(1, turn.context_window - reserve)
-    row.peak_fill = max(row.peak_fill, fill)
-    row.over_window_turns += fill >= 1.0
-    compactions = {k: list(v) for k, v in row.compactions.items()}
-    for strategy, (count, saved) in _compactions(turn.events, total).items():
-        entry = compactions.setdefault(strategy, [0, 0])
-        entry[0] += count
-        entry[1] += saved
-    row.compactions = compactions
-    if row.pk is None:
-        row.save(force_insert=True)
-    else:
-        row.save()
+    added = [
+        1,
+        total,
+        total * price[1].input / 1e6 if price is not None else 0.0,
+        *(int(turn.regions.get(name, 0)) for name in USED_REGIONS),
+        reported or 0,
+        turn.counted_tokens if reported is not None else 0,
+        int(reported is not None),
+        int(fill >= 1.0),
+    ]
+    quote = connection.ops.quote_name
+    table = quote(AttributionDay._meta.db_table)
+    names = ["project_id", "session_id", "day", *_DAY_ADDED, "peak_fill", "compactions"]
+    update = ", ".join(
+        [
+            *(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in _DAY_ADDED),
+            f"peak_fill = {_greatest()}({table}.peak_fill, excluded.peak_fill)",
+        ]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(quote(n) for n in names)})"
+            f" VALUES ({', '.join(['%s'] * (len(names) - 1))}, '{{}}')"
+            f" ON CONFLICT (session_id, {quote('day')}) DO UPDATE SET {update}",
+            [session.project_id, session.pk, day, *added, fill],
+        )
+    found = _compactions(turn.events, total)
+    if found:
+        row = AttributionDay.objects.select_for_update().get(session=session, day=day)
+        compactions = {k: list(v) for k, v in row.compactions.items()}
+        for strategy, (count, saved) in found.items():
+            entry = compactions.setdefault(strategy, [0, 0])
+            entry[0] += count
+            entry[1] += saved
+        row.compactions = compactions
+        row.save(update_fields=["compactions"])
 
 
 def _session_clear(session: Session) -> None:
