@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from ctxweb.accounts.models import Project
 from ctxweb.accounts.services import api_key_create
-from tests.ctxweb.front.test_session_attribution import four_turns
+from tests.support.attribution import four_turns
 from tests.support.browser import log_in, off_loop, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

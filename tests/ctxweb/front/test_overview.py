@@ -23,7 +23,7 @@ from ctxweb.accounts.services import membership_set
 from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as selector
 from ctxweb.front.attribution import MAX_FILTER_CHARS, OVERVIEW_TABLES
-from tests.ctxweb.front.test_session_attribution import HOSTILE, as_text, four_turns
+from tests.support.attribution import HOSTILE, as_text, four_turns
 from tests.support.world import World
 
 OTHER_MODEL = "gpt-4o-mini"
