@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from compaction.errors import FormatError
@@ -79,25 +80,50 @@ def _prefix_digests(hashes: Sequence[str]) -> list[str]:
     return digests
 
 
-def _extended(key_id: int, hashes: tuple[str, ...]) -> dict[int, str]:
-    """The remembered conversations of the key that ``hashes`` extend, within the last
-    :data:`RECENT_SECONDS`: prefix length -> session (one query)."""
-    digests = _prefix_digests(hashes)
-    if not digests:
-        return {}
-    lengths = {digest: n + 1 for n, digest in enumerate(digests)}
-    since = timezone.now() - timedelta(seconds=RECENT_SECONDS)
-    found = ProxyConversation.objects.filter(
-        key_id=key_id, digest__in=digests, remembered_at__gte=since
-    ).values_list("digest", "external_id")
-    return {lengths[digest]: external_id for digest, external_id in found}
+#: The prefixes of a call looked up first, its longest: a call extends its conversation's last
+#: call by that call's answer and the agent's next messages (tool results, a user's message),
+#: which are a few, and seldom more than this many.
+NEAR_PREFIXES = 64
+#: At most this many digests a query past those, and the most rows of a key's memory read whole
+#: instead (a parameter a digest: SQLite takes at most 32,766 of them, PostgreSQL 65,535).
+FAR_PREFIXES = 1024
 
 
-def _joined(key_id: int, hashes: tuple[str, ...]) -> str | None:
+def _joined(key_id: int, hashes: tuple[str, ...], *, external_id: str | None = None) -> str | None:
     """The session whose last call (request and answer) this call's messages extend: the
-    longest remembered within the last :data:`RECENT_SECONDS`."""
-    extended = _extended(key_id, hashes)
-    return extended[max(extended)] if extended else None
+    longest remembered of the key (of the session ``external_id`` only, when named) within the
+    last :data:`RECENT_SECONDS`, else None.
+
+    A long session's call has thousands of prefixes, and it extends one of the last few: the
+    memory is asked for the :data:`NEAR_PREFIXES` longest (one query). Only when none of them is
+    remembered, the key's memory is read whole when it holds at most :data:`FAR_PREFIXES`
+    conversations, else asked for the other prefixes :data:`FAR_PREFIXES` at a time, longest
+    first: the answer is the one the longest remembered prefix gives."""
+    digests = _prefix_digests(hashes)
+    since = timezone.now() - timedelta(seconds=RECENT_SECONDS)
+    memory = Q(key_id=key_id, remembered_at__gte=since)
+    if external_id is not None:
+        memory &= Q(external_id=external_id)
+
+    def remembered(among: Sequence[str] | None, limit: int | None = None) -> dict[str, str]:
+        rows = ProxyConversation.objects.filter(
+            memory if among is None else memory & Q(digest__in=among)
+        ).values_list("digest", "external_id")
+        return dict(rows if limit is None else rows[:limit])
+
+    end = max(0, len(digests) - NEAR_PREFIXES)
+    found = remembered(digests[end:])
+    if not found and end:
+        found = remembered(None, FAR_PREFIXES + 1)
+        if len(found) > FAR_PREFIXES:  # too many to read whole: the older prefixes by chunks
+            found = {}
+            while end and not found:
+                start = max(0, end - FAR_PREFIXES)
+                found = remembered(digests[start:end])
+                end = start
+    if not found:
+        return None
+    return next((found[digest] for digest in reversed(digests) if digest in found), None)
 
 
 #: What the main calls of a named session look like, by key and session: whether they send tool
@@ -124,7 +150,7 @@ def _session_for(
     if not session or session_id_problem(session) is not None:
         return _joined(key_id, hashes)
     main = _main_shape(key_id, session)
-    if main is None or session in _extended(key_id, hashes).values():
+    if main is None or _joined(key_id, hashes, external_id=session) is not None:
         return session
     tools, system = _shape(context)
     side = session + SIDE_SUFFIX

@@ -1,0 +1,144 @@
+"""The proxy's memory of conversations is looked up by a bounded number of digests a query: a
+call of a long session asks for its last prefixes only (where the conversation it extends almost
+always ends), and the answer is the one every prefix would give: the session of the longest
+remembered prefix of the key (of the named session, when one is named), within the hour."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from ctxweb.contexts.models import ProxyConversation
+from ctxweb.contexts.services import proxying
+
+pytestmark = pytest.mark.django_db
+
+KEY = 7
+
+
+def remember(hashes: tuple[str, ...], external_id: str, *, key: int = KEY, age: int = 0) -> None:
+    ProxyConversation.objects.create(
+        key_id=key,
+        digest=proxying._prefix_digests(hashes)[-1],
+        external_id=external_id,
+        remembered_at=timezone.now() - timedelta(seconds=age),
+    )
+
+
+def every_prefix(key: int, hashes: tuple[str, ...], external_id: str | None = None) -> str | None:
+    """What the memory says when every prefix is looked up: the longest remembered one's
+    session (the lookup as it was, one parameter a message)."""
+    since = timezone.now() - timedelta(seconds=proxying.RECENT_SECONDS)
+    rows = dict(
+        ProxyConversation.objects.filter(key_id=key, remembered_at__gte=since).values_list(
+            "digest", "external_id"
+        )
+    )
+    found = None
+    for digest in proxying._prefix_digests(hashes):
+        if digest in rows and external_id in (None, rows[digest]):
+            found = rows[digest]
+    return found
+
+
+@contextmanager
+def parameters() -> Iterator[list[int]]:
+    """How many parameters each query sent within the block had."""
+    counts: list[int] = []
+
+    def count(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        counts.append(len(params or ()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        yield counts
+
+
+def history(length: int, tag: str = "m") -> tuple[str, ...]:
+    return tuple(f"{tag}{n}" for n in range(length))
+
+
+def test_a_long_sessions_call_asks_for_its_last_prefixes_only() -> None:
+    call = history(3000)
+    remember(call[:2990], "long")
+    with parameters() as sent:
+        assert proxying._joined(KEY, call) == "long"
+    assert len(sent) == 1
+    assert sent[0] <= proxying.NEAR_PREFIXES + 2  # the key and the hour beside the digests
+
+
+def test_a_conversation_far_back_is_still_found_when_the_memory_is_small() -> None:
+    call = history(3000)
+    remember(call[:100], "far")
+    remember(history(50, "other"), "other")
+    with parameters() as sent:
+        assert proxying._joined(KEY, call) == "far"
+    assert len(sent) == 2  # the near prefixes, then the key's memory whole
+    assert max(sent) <= proxying.NEAR_PREFIXES + 2
+
+
+def test_a_busy_keys_memory_is_asked_by_bounded_chunks_longest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(proxying, "NEAR_PREFIXES", 4)
+    monkeypatch.setattr(proxying, "FAR_PREFIXES", 8)
+    call = history(40)
+    for n in range(12):  # more conversations than the memory is read whole for
+        remember(history(3, f"busy{n}-"), f"busy{n}")
+    remember(call[:30], "nearer")
+    remember(call[:5], "older")
+    with parameters() as sent:
+        assert proxying._joined(KEY, call) == "nearer"
+    # near (36..40), the memory's first rows (too many), then 28..36: found, nothing further
+    assert len(sent) == 3
+    assert max(sent) <= 8 + 3
+
+
+def test_a_named_sessions_call_finds_only_its_own_conversation() -> None:
+    call = history(200)
+    remember(call[:150], "named")
+    remember(call[:199], "another")
+    assert proxying._joined(KEY, call) == "another"
+    assert proxying._joined(KEY, call, external_id="named") == "named"
+    assert proxying._joined(KEY, call, external_id="third") is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_lookup_answers_what_looking_up_every_prefix_answers(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random memories (near, far, branched, unrelated, another key's, expired) and calls, with
+    bounds small enough that each way of looking up is taken (the near prefixes alone, the
+    memory read whole, the memory asked by chunks)."""
+    monkeypatch.setattr(proxying, "NEAR_PREFIXES", 4)
+    monkeypatch.setattr(proxying, "FAR_PREFIXES", 8)
+    rng = random.Random(seed)
+    call = history(rng.randint(0, 60))
+    sessions = ["a", "b", "c"]
+    for _ in range(rng.randint(0, 30)):
+        kind = rng.choice(["prefix", "prefix", "branch", "unrelated", "other key", "expired"])
+        length = rng.randint(1, max(1, len(call)))
+        prefix = call[:length] or ("lone",)
+        if kind in ("branch", "unrelated"):
+            prefix = (*prefix[:-1], f"{kind}{rng.random()}")
+        if kind == "unrelated":
+            prefix = prefix[-1:]
+        ProxyConversation.objects.update_or_create(
+            key_id=KEY + 1 if kind == "other key" else KEY,
+            digest=proxying._prefix_digests(prefix)[-1],
+            defaults={
+                "external_id": rng.choice(sessions),
+                "remembered_at": timezone.now()
+                - timedelta(seconds=proxying.RECENT_SECONDS + 60 if kind == "expired" else 0),
+            },
+        )
+    assert proxying._joined(KEY, call) == every_prefix(KEY, call)
+    for session in sessions:
+        assert proxying._joined(KEY, call, external_id=session) == every_prefix(KEY, call, session)
