@@ -51,6 +51,7 @@ from ctxweb.contexts.models import (
 )
 from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.services._secrets import message_scanned
+from ctxweb.contexts.services._sql import _batches_statements, _execute_at_once, _insert_sql
 from ctxweb.contexts.services.counting import counter_for
 from ctxweb.contexts.services.pricing import model_prices
 
@@ -441,21 +442,61 @@ def attribution_turn_add(
         )
         if message.role == "assistant":
             spoken.append((position, _spoken(message)))
+    quote = connection.ops.quote_name
+    # Every write of the turn, sent in one round trip where the driver allows it.
+    statements: list[tuple[str, list[Any]]] = []
+    open_outputs, seen = _references(
+        session, uses, spoken, state.open if state is not None else None
+    )
+    # The new outputs' ids come back when they fit one statement (almost every turn).
+    returning = 0 < len(uses) <= _ROWS_PER_STATEMENT and (
+        connection.features.can_return_rows_from_bulk_insert
+    )
+    for start in range(0, len(uses), _ROWS_PER_STATEMENT):
+        sql, params = _insert_sql(uses[start : start + _ROWS_PER_STATEMENT])
+        statements.append((sql + (f" RETURNING {quote('id')}" if returning else ""), params))
     if dropped:
-        AttributionEntry.objects.filter(session=session, position__gte=prefix).delete()
-    if writes:
-        AttributionEntry.objects.bulk_create(
-            [
-                AttributionEntry(session=session, position=e.position, ref=e.ref, items=e.items)
-                for e in writes
-            ],
-            update_conflicts=True,
-            unique_fields=["session", "position"],
-            update_fields=["ref", "items"],
+        table = quote(AttributionEntry._meta.db_table)
+        statements.append(
+            (
+                f"DELETE FROM {table} WHERE session_id = %s AND {quote('position')} >= %s",
+                [session.pk, prefix],
+            )
         )
-    _items_write(session, index, changes)
-    open_outputs = _uses_write(session, uses, spoken, state.open if state is not None else None)
-    _day_add(session, turn)
+    for start in range(0, len(writes), _ROWS_PER_STATEMENT):
+        rows = [
+            AttributionEntry(session=session, position=e.position, ref=e.ref, items=e.items)
+            for e in writes[start : start + _ROWS_PER_STATEMENT]
+        ]
+        sql, params = _insert_sql(rows)
+        statements.append(
+            (
+                f"{sql} ON CONFLICT (session_id, {quote('position')}) DO UPDATE"
+                " SET ref = excluded.ref, items = excluded.items",
+                params,
+            )
+        )
+    statements += _items_statements(session, index, changes)
+    if seen:
+        table = quote(ToolUse._meta.db_table)
+        marks = ", ".join(["%s"] * len(seen))
+        statements.append(
+            (f"UPDATE {table} SET referenced = %s WHERE id IN ({marks})", [True, *sorted(seen)])
+        )
+    statements.append(_day_statement(session, turn))
+    ids = _execute(statements, returning=returning)
+    if uses and open_outputs is not None:
+        if not returning:  # a driver that returns no ids: the open outputs are read next time
+            open_outputs = None
+        else:
+            outputs = iter(ids)
+            added = []
+            for use in uses:
+                pk = next(outputs)
+                if use.kind == "output" and not use.referenced:
+                    added.append((pk, use.probes))
+            open_outputs = [*open_outputs, *added][-OPEN_OUTPUTS:]
+    _compactions_add(session, turn)
     specials = {**old, **{e.position: e for e in writes if e.position < 0}}
     if len(_STATES) >= _STATES_MAX:
         _STATES.clear()
@@ -493,90 +534,104 @@ _ITEM_UPDATE = (
     "introduced = {t}.introduced + excluded.introduced, "
     '"count" = {t}."count" + excluded."count"'
 )
-#: Items per statement (16 parameters each: within every driver's limit).
+#: Items per statement (16 parameters each), entries and tool uses per statement (4 and 9):
+#: within every driver's limit on parameters (SQLite's is 32,766).
 _ITEMS_PER_STATEMENT = 500
+_ROWS_PER_STATEMENT = 1_000
 
 
 def _greatest() -> str:
     return "GREATEST" if connection.vendor == "postgresql" else "MAX"
 
 
-def _items_write(session: Session, index: int, changes: _Changes) -> None:
-    """Add turn ``index``'s changes to the session's items, in one upsert (a statement per
+def _items_statements(
+    session: Session, index: int, changes: _Changes
+) -> list[tuple[str, list[Any]]]:
+    """The upserts that add turn ``index``'s changes to the session's items (a statement per
     :data:`_ITEMS_PER_STATEMENT` items): no row is read back."""
     changed = sorted(
         ((item_key(key), key, c) for key, c in changes.items.items() if c.delta or c.added),
         key=lambda row: row[0],  # one global order: concurrent turns never deadlock
     )
-    if not changed:
-        return
     quote = connection.ops.quote_name
     table = quote(AttributionItem._meta.db_table)
     columns = ", ".join(quote(c) for c in _ITEM_COLUMNS)
     update = _ITEM_UPDATE.format(t=table, greatest=_greatest())
     row = "(" + ", ".join(["%s"] * len(_ITEM_COLUMNS)) + ")"
-    with connection.cursor() as cursor:
-        for start in range(0, len(changed), _ITEMS_PER_STATEMENT):
-            chunk = changed[start : start + _ITEMS_PER_STATEMENT]
-            params: list[Any] = []
-            for digest, (region, kind, name, detail), change in chunk:
-                params += [
-                    session.pk,
-                    digest,
-                    region,
-                    kind,
-                    name,
-                    change.group,
-                    detail,
-                    change.delta,
-                    max(0, change.delta),
-                    0,
-                    0,
-                    index,
-                    change.added,
-                    change.count,
-                    index,
-                    index,
-                ]
-            cursor.execute(
+    statements = []
+    for start in range(0, len(changed), _ITEMS_PER_STATEMENT):
+        chunk = changed[start : start + _ITEMS_PER_STATEMENT]
+        params: list[Any] = []
+        for digest, (region, kind, name, detail), change in chunk:
+            params += [
+                session.pk,
+                digest,
+                region,
+                kind,
+                name,
+                change.group,
+                detail,
+                change.delta,
+                max(0, change.delta),
+                0,
+                0,
+                index,
+                change.added,
+                change.count,
+                index,
+                index,
+            ]
+        statements.append(
+            (
                 f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(chunk))}"
                 f" ON CONFLICT (session_id, {quote('key')}) DO UPDATE SET {update}",
                 params,
             )
+        )
+    return statements
 
 
-def _uses_write(
+def _execute(statements: list[tuple[str, list[Any]]], *, returning: bool) -> list[int]:
+    """Run ``statements`` in order, in one round trip on PostgreSQL (psycopg 3 binding on the
+    client); the ids the first one returns when ``returning``."""
+    with connection.cursor() as cursor:
+        if _batches_statements():
+            _execute_at_once(cursor, statements)
+            return [row[0] for row in cursor.fetchall()] if returning else []
+        ids: list[int] = []
+        for number, (sql, params) in enumerate(statements):
+            cursor.execute(sql, params)
+            if number == 0 and returning:
+                ids = [row[0] for row in cursor.fetchall()]
+        return ids
+
+
+def _references(
     session: Session,
     uses: list[ToolUse],
     spoken: list[tuple[int, str]],
     open_outputs: list[tuple[int, list[str]]] | None,
-) -> list[tuple[int, list[str]]] | None:
-    """Store the turn's new tool uses, mark the outputs its assistant messages refer to, and
-    return the session's latest open outputs (``open_outputs`` before the turn, or None when
-    not known: then they are read, if the turn has something to look for them in)."""
-    if spoken:
-        for use in uses:  # outputs followed by an assistant message of the same turn
-            if use.kind == "output" and any(
-                position > use.position and _found(use.probes, text) for position, text in spoken
-            ):
-                use.referenced = True
-        text = "\n".join(t for _, t in spoken)
-        if open_outputs is None:
-            rows = ToolUse.objects.filter(session=session, kind="output", referenced=False)
-            latest = rows.order_by("-id").values_list("pk", "probes")[:OPEN_OUTPUTS]
-            open_outputs = list(reversed(latest))
-        seen = {pk for pk, probes in open_outputs if _found(probes, text)}
-        if seen:
-            ToolUse.objects.filter(pk__in=seen).update(referenced=True)
-            open_outputs = [(pk, probes) for pk, probes in open_outputs if pk not in seen]
-    if uses:
-        ToolUse.objects.bulk_create(uses)
-        if open_outputs is not None:
-            added = [(u.pk, u.probes) for u in uses if u.kind == "output" and not u.referenced]
-            if any(pk is None for pk, _ in added):  # a driver that returns no ids
-                return None
-            open_outputs = [*open_outputs, *added][-OPEN_OUTPUTS:]
-    return open_outputs
+) -> tuple[list[tuple[int, list[str]]] | None, set[int]]:
+    """Mark the turn's new outputs its own later assistant messages refer to, and find the
+    stored open outputs they refer to: the session's latest open outputs after the turn (before
+    its new ones; None when not known) and the ids to mark. The open outputs are read only when
+    this process does not know them and the turn has something to look for them in."""
+    if not spoken:
+        return open_outputs, set()
+    for use in uses:
+        if use.kind == "output" and any(
+            position > use.position and _found(use.probes, text) for position, text in spoken
+        ):
+            use.referenced = True
+    text = "\n".join(t for _, t in spoken)
+    if open_outputs is None:
+        rows = ToolUse.objects.filter(session=session, kind="output", referenced=False)
+        latest = rows.order_by("-id").values_list("pk", "probes")[:OPEN_OUTPUTS]
+        open_outputs = list(reversed(latest))
+    seen = {pk for pk, probes in open_outputs if _found(probes, text)}
+    if seen:
+        open_outputs = [(pk, probes) for pk, probes in open_outputs if pk not in seen]
+    return open_outputs, seen
 
 
 def _found(probes: Sequence[str], text: str) -> bool:
@@ -622,9 +677,8 @@ _DAY_ADDED = (
 )
 
 
-def _day_add(session: Session, turn: Turn) -> None:
-    """Add ``turn`` to its session's row of its day, in one upsert (compactions, rare, in a
-    second statement)."""
+def _day_statement(session: Session, turn: Turn) -> tuple[str, list[Any]]:
+    """The upsert that adds ``turn`` to its session's row of its day."""
     day = turn_day(turn)
     total = turn.total_tokens
     price = price_for(session.model, _prices())
@@ -650,23 +704,27 @@ def _day_add(session: Session, turn: Turn) -> None:
             f"peak_fill = {_greatest()}({table}.peak_fill, excluded.peak_fill)",
         ]
     )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({', '.join(quote(n) for n in names)})"
-            f" VALUES ({', '.join(['%s'] * (len(names) - 1))}, '{{}}')"
-            f" ON CONFLICT (session_id, {quote('day')}) DO UPDATE SET {update}",
-            [session.project_id, session.pk, day, *added, fill],
-        )
-    found = _compactions(turn.events, total)
-    if found:
-        row = AttributionDay.objects.select_for_update().get(session=session, day=day)
-        compactions = {k: list(v) for k, v in row.compactions.items()}
-        for strategy, (count, saved) in found.items():
-            entry = compactions.setdefault(strategy, [0, 0])
-            entry[0] += count
-            entry[1] += saved
-        row.compactions = compactions
-        row.save(update_fields=["compactions"])
+    return (
+        f"INSERT INTO {table} ({', '.join(quote(n) for n in names)})"
+        f" VALUES ({', '.join(['%s'] * (len(names) - 1))}, '{{}}')"
+        f" ON CONFLICT (session_id, {quote('day')}) DO UPDATE SET {update}",
+        [session.project_id, session.pk, day, *added, fill],
+    )
+
+
+def _compactions_add(session: Session, turn: Turn) -> None:
+    """Add the compactions ``turn`` shows to its day's row (rare: a statement of its own)."""
+    found = _compactions(turn.events, turn.total_tokens)
+    if not found:
+        return
+    row = AttributionDay.objects.select_for_update().get(session=session, day=turn_day(turn))
+    compactions = {k: list(v) for k, v in row.compactions.items()}
+    for strategy, (count, saved) in found.items():
+        entry = compactions.setdefault(strategy, [0, 0])
+        entry[0] += count
+        entry[1] += saved
+    row.compactions = compactions
+    row.save(update_fields=["compactions"])
 
 
 def _session_clear(session: Session) -> None:
