@@ -250,7 +250,7 @@ def replay(
                         agent.messages, replacement, agent.system, plan.context.system
                     )
                     result = replace(context, messages=replacement, system=plan.context.system)
-                    after = meter.measure(result, sent)[0].total
+                    after = meter.measure(result, sent)[0].total + extra
                     compactions.append(Compaction(turn.index, total, after, len(plan.artifacts)))
                     removed = meter.facts(context) - meter.facts(result) - _pointed(plan, context)
                     for fact in removed:

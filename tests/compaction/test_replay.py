@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import compaction.facts as facts
 import compaction.replay as replay_module
@@ -185,10 +187,11 @@ def test_reported_tokens_beyond_the_count_are_unattributed_in_every_replayed_cal
     assert column(recorded, "total") == own == [total + 50 for total in RECORDED]
     assert [t["regions"]["unattributed"] for t in recorded["turns"]] == [50] * 4
     # Under the policy the 50 stay: the third call is 1381 (over 1320 sooner, but the second,
-    # 1365, is over too and its plan keeps its only tool use: no edit), the fourth 1140 + 50.
+    # 1365, is over too and its plan keeps its only tool use: no edit), the fourth 1140 + 50;
+    # the compaction's after counts them too: 1135 + 50.
     compacted = run(turns, CLEAR)
     assert column(compacted, "total") == [1156, 1365, 1381, 1190]
-    assert compacted["compactions"] == [{"turn": 2, "before": 1381, "after": 1135, "artifacts": 1}]
+    assert compacted["compactions"] == [{"turn": 2, "before": 1381, "after": 1185, "artifacts": 1}]
     # the openai cache counts them in the shared head: 1112 + 50 = 1162 -> 1152
     assert compacted["turns"][3]["cache_read"] == 1152
     # reported under the count: nothing unattributed
@@ -440,6 +443,76 @@ def test_the_result_keeps_the_policy_and_its_turns() -> None:
     assert result.input_tokens == result.to_dict()["totals"]["input_tokens"]
 
 
+# --- properties of any session ----------------------------------------------------------------
+
+_text = st.text(alphabet="ab src/x.py KeyError_z https://e.org/q ", max_size=60)
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[ReplayTurn]:
+    """A growing agent history (user requests, tool calls and results of any size), sometimes
+    compacted by the agent itself (it starts over from a summary); a call after each step, with
+    a cache breakpoint on its last message or none."""
+    history: list[Message] = []
+    turns: list[ReplayTurn] = []
+    marks = draw(st.booleans())
+    for index in range(draw(st.integers(1, 14))):
+        step = draw(st.sampled_from(["user", "tool", "tool", "restart"]))
+        if step == "user" or not history:
+            history.append(Message("user", (TextPart(draw(_text) or "go"),)))
+        elif step == "tool":
+            call = f"c{index}"
+            history.append(Message("assistant", (ToolCallPart(call, "run", "{}"),)))
+            size = draw(st.sampled_from([1, 30, 300, 900]))
+            result = TextPart(draw(_text) + " word" * size)
+            history.append(Message("tool", (ToolResultPart(call, (result,)),)))
+        else:
+            history = [Message("user", (TextPart("summary: " + draw(_text)),))]
+        sent = (*history[:-1], marked(history[-1])) if marks else tuple(history)
+        turns.append(ReplayTurn(index, Context("openai-chat", sent), 4000, 100))
+    return turns
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    turns=sessions(),
+    strategy=st.sampled_from(["picoclaw-trim", "anthropic-clear-tool-uses", "ctxweb-auto"]),
+    trigger=st.integers(10, 3000),
+    rule=st.sampled_from(["openai", "anthropic"]),
+)
+def test_any_replay_adds_up_and_is_as_recorded_until_it_compacts(
+    turns: list[ReplayTurn], strategy: str, trigger: int, rule: str
+) -> None:
+    counter = words_counter()
+    recorded = [context_regions(t.context, counter).total for t in turns]
+    params = {
+        "anthropic-clear-tool-uses": {"trigger": 0, "keep": 1},
+        "picoclaw-trim": {"context_window": trigger, "max_tokens": 0},
+        "ctxweb-auto": {"target_tokens": max(1, trigger // 2), "externalize_bytes": 256},
+    }[strategy]
+    policy = ReplayPolicy("p", strategy=strategy, params=params, trigger_tokens=trigger)
+    data = run(turns, policy, cache_rule=rule)
+    assert data == run(turns, policy, cache_rule=rule)  # deterministic
+    assert column(run(turns, ReplayPolicy("r"), cache_rule=rule), "total") == recorded
+    first = min((c["turn"] for c in data["compactions"]), default=len(turns))
+    assert column(data, "total")[: first + 1] == recorded[: first + 1]
+    assert [t["index"] for t in data["turns"] if t["compacted"]] == [
+        c["turn"] for c in data["compactions"]
+    ]
+    previous = 0
+    for turn in data["turns"]:
+        assert sum(turn["regions"].values()) == turn["total"]
+        assert turn["cache_read"] + turn["cache_write"] + turn["uncached"] == turn["total"]
+        assert min(turn["cache_read"], turn["cache_write"], turn["uncached"]) >= 0
+        assert turn["cache_read"] <= previous  # only what the previous call sent is cached
+        if rule == "openai":
+            read = turn["cache_read"]
+            assert read == 0 or (read >= 1024 and (read - 1024) % 128 == 0)
+        previous = turn["total"]
+    for compaction in data["compactions"]:
+        assert compaction["before"] > trigger
+
+
 # --- the real transcripts ---------------------------------------------------------------------
 
 #: Turns replayed per session: the first ones (a session's context mostly grows, and a strategy
@@ -549,3 +622,33 @@ def test_the_anthropic_rule_follows_what_anthropic_billed_on_real_traffic(
             assert abs(replayed.cache_write / replayed.total - written) < 0.01, (session, index)
             compared += 1
     assert compared >= 14
+
+
+def test_a_summary_put_into_the_system_prompt_is_sent_while_the_agent_keeps_its_own() -> None:
+    system = (TextPart("You help with src/app.py"),)  # 4 words + 3
+    said = [
+        Message("user" if k % 2 == 0 else "assistant", (TextPart(f"step {k} of fix_{k}"),))
+        for k in range(8)
+    ]  # 4 words + 3 each
+    turns = [
+        ReplayTurn(i, Context("anthropic-messages", tuple(said[: 2 * i + 2]), system), 2000, 0)
+        for i in range(4)
+    ]
+    policy = ReplayPolicy(
+        "picoclaw",
+        strategy="picoclaw-summarize",
+        params={"force": True, "keep_messages": 2},
+        trigger_tokens=40,
+    )
+    data = run(turns, policy)
+    # Totals as recorded: 3 + 7 + 7 per message: 24, 38, 52, 66. The third call (52) is the
+    # first over 40: its plan summarizes the four oldest messages into the system prompt.
+    assert column(data, "total")[:3] == [24, 38, 52]
+    assert data["compactions"][0]["turn"] == 2
+    assert "summary" not in data["turns"][2]["regions"]
+    assert data["turns"][3]["regions"]["summary"] > 0
+    # the agent changed its system prompt: its own is sent, the summary with it is gone
+    changed = (TextPart("You help with src/db.py"),)
+    turns[3] = replace(turns[3], context=replace(turns[3].context, system=changed))
+    data = run(turns, policy)
+    assert "summary" not in data["turns"][3]["regions"]
