@@ -45,6 +45,9 @@ call reads nothing. Two rules:
   within the shared prefix and not past this call's last breakpoint (whose lookback finds it);
   write = the tokens through this call's last breakpoint minus read (never negative); uncached =
   total - read - write. A call with no breakpoint reads and writes nothing.
+- ``anthropic-end``: the same, with a breakpoint taken at the end of every request (Claude Code
+  marks its last message on every call): for records that kept no ``cache_control``, such as
+  Claude Code's session files, where the ``anthropic`` rule would read nothing.
 
 What is approximated: a breakpoint inside a message counts through the whole message; Anthropic's
 lookback of 20 blocks is taken as unlimited; only the previous call's cache entries are looked for

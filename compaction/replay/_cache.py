@@ -6,8 +6,10 @@ import bisect
 from collections.abc import Sequence
 from typing import Literal, TypeAlias
 
-CacheRule: TypeAlias = Literal["openai", "anthropic"]
-CACHE_RULES: tuple[CacheRule, ...] = ("openai", "anthropic")
+CacheRule: TypeAlias = Literal["openai", "anthropic", "anthropic-end"]
+#: ``anthropic-end`` is Anthropic's rule with a breakpoint taken at the end of every request, as
+#: Claude Code marks its requests: for records that kept no ``cache_control`` (its session files).
+CACHE_RULES: tuple[CacheRule, ...] = ("openai", "anthropic", "anthropic-end")
 
 #: OpenAI caches a prompt's prefix from this many tokens on...
 OPENAI_MIN_PREFIX = 1024

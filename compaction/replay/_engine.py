@@ -166,7 +166,8 @@ def replay(
         turns: the recorded calls in order (consecutive turns sharing message objects).
         policy: the strategy, its parameters and trigger; ``strategy=None`` is "as recorded".
         counter: the token counter of the session's encoding.
-        cache_rule: ``"openai"`` or ``"anthropic"`` (see :mod:`compaction.replay`).
+        cache_rule: ``"openai"``, ``"anthropic"`` or ``"anthropic-end"`` (see
+            :mod:`compaction.replay`).
         price: the model's prices; without one every cost is ``None``.
         summarizer: for summarizing strategies; the offline ``FactSummarizer`` by default.
         progress: called with the number of turns done, now and then and at the end.
@@ -176,7 +177,8 @@ def replay(
             cache rule (before any turn is replayed). A plan that raises is recorded instead.
     """
     strategy, params, trigger = _checked(policy, cache_rule)
-    anthropic = cache_rule == "anthropic"
+    anthropic = cache_rule in ("anthropic", "anthropic-end")
+    at_end = cache_rule == "anthropic-end"
     summarizer = summarizer if summarizer is not None else FactSummarizer()
     meter = Meter(counter)
     budgets: dict[tuple[int, int], Budget] = {}
@@ -219,6 +221,8 @@ def replay(
                 shared += min(extra, previous_extra)
         if anthropic:
             breakpoints = [b + extra for b in sent.breakpoints()]
+            if at_end and (not breakpoints or breakpoints[-1] < total):
+                breakpoints.append(total)
             read, write = anthropic_cached(
                 shared=shared, breakpoints=breakpoints, previous=previous_breakpoints
             )

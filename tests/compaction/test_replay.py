@@ -8,6 +8,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def test_the_public_api_is_pinned() -> None:
         "replay",
     ]
     assert facts.__all__ == ["KINDS", "Fact", "message_facts", "part_facts", "text_facts"]
-    assert replay_module.CACHE_RULES == ("openai", "anthropic")
+    assert replay_module.CACHE_RULES == ("openai", "anthropic", "anthropic-end")
 
 
 def test_as_recorded_gives_each_turns_own_count() -> None:
@@ -261,6 +262,19 @@ def test_anthropic_without_breakpoints_reads_and_writes_nothing() -> None:
     data = run(session(), ReplayPolicy("as recorded"), cache_rule="anthropic")
     assert column(data, "cache_read") == column(data, "cache_write") == [0, 0, 0, 0]
     assert column(data, "uncached") == RECORDED
+
+
+def test_anthropic_end_takes_a_breakpoint_at_the_end_of_each_request() -> None:
+    # A record without cache_control (Claude Code's session files): each call is taken to be
+    # marked at its end, as Claude Code marks it, so each reads what the previous call sent
+    # (its history grows: the previous request is a prefix) and writes the rest.
+    data = run(session(), ReplayPolicy("as recorded"), cache_rule="anthropic-end")
+    assert column(data, "cache_write") == [
+        RECORDED[0],
+        *(now - before for before, now in pairwise(RECORDED)),
+    ]
+    assert column(data, "cache_read") == [0, *RECORDED[:-1]]
+    assert column(data, "uncached") == [0, 0, 0, 0]
 
 
 def test_the_cache_rules_at_their_edges() -> None:

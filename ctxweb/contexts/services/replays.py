@@ -37,7 +37,7 @@ from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from compaction.cache import price_for
+from compaction.cache import last_breakpoint, price_for
 from compaction.errors import StrategyError
 from compaction.regions import Policy, budget
 from compaction.replay import MAX_TRIGGER_TOKENS, ReplayPolicy, ReplayTurn
@@ -510,9 +510,25 @@ def _inputs(replay: Replay) -> dict[str, Any]:
     return {
         "turns": turns,
         "counter": counter_for(session.encoding),
-        "cache_rule": "anthropic" if session.format == "anthropic-messages" else "openai",
+        "cache_rule": _cache_rule(session, turns),
         "price": priced[1] if priced is not None else None,
     }
+
+
+#: How many of the last recorded turns are looked at for a cache breakpoint.
+BREAKPOINT_SAMPLE = 8
+
+
+def _cache_rule(session: Session, turns: Sequence[ReplayTurn]) -> str:
+    """The prompt-cache rule of the session's provider: OpenAI's automatic caching, or
+    Anthropic's breakpoints. A record of Anthropic calls that kept no ``cache_control`` on any of
+    its last turns (Claude Code's session files drop them) takes a breakpoint at the end of every
+    request, as Claude Code sends them: the plain rule would read nothing from the cache."""
+    if session.format != "anthropic-messages":
+        return "openai"
+    if any(last_breakpoint(turn.context) >= 0 for turn in turns[-BREAKPOINT_SAMPLE:]):
+        return "anthropic"
+    return "anthropic-end"
 
 
 def _column_policy(session: Session, column: Mapping[str, Any]) -> ReplayPolicy:

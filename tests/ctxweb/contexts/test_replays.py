@@ -499,3 +499,63 @@ def test_every_preset_replays_a_real_session_to_the_end(
         # Claude Code's files record no system prompt or tools: the usage counts more than the
         # context, and as recorded kept it.
         assert beyond > 0
+
+
+def anthropic_turns(world: World, external_id: str, *, marked: bool) -> Session:
+    """Three calls of a growing Anthropic conversation, each ``marked`` on its last message with
+    a cache breakpoint (as Claude Code sends them) or not (as its session files record them)."""
+    messages: list[dict[str, Any]] = []
+    for step in range(3):
+        messages = [
+            *messages,
+            {"role": "user", "content": f"Step {step}: read file {step}. " + "word " * 1500},
+            {"role": "assistant", "content": f"Read file {step}."},
+        ]
+        sent = [dict(m) for m in messages]
+        if marked:
+            last = sent[-1]
+            sent[-1] = {
+                "role": last["role"],
+                "content": [
+                    {
+                        "type": "text",
+                        "text": last["content"],
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            }
+        request = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": sent}
+        response = world.api(world.ingest_key).post(
+            f"/api/v1/sessions/{external_id}/turns",
+            data=json.dumps({"format": "anthropic-messages", "request": request}),
+            content_type="application/json",
+        )
+        assert response.status_code == 201, response.content
+    return Session.objects.get(external_id=external_id)
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_anthropic_calls_read_the_cache_with_or_without_recorded_breakpoints(
+    world: World, commit: Any, marked: bool
+) -> None:
+    """A record that kept its breakpoints is read by Anthropic's rule; one that dropped them
+    (Claude Code's session files) takes a breakpoint at each request's end, as Claude Code marks
+    it: each call then reads what the previous one sent, and writes the rest."""
+    session = anthropic_turns(world, "a1", marked=marked)
+    totals = recorded(session)
+    replay = commit(
+        lambda: replays.replay_create(
+            session=session, policies=[{"strategy": "nanobot-trim", "trigger": {"tokens": 10**8}}]
+        )
+    )
+    replay.refresh_from_db()
+    assert replay.status == "succeeded", replay.error
+    turns = replay.results[0]["turns"]
+    assert [t["total"] for t in turns] == totals
+    assert turns[0]["cache_read"] == 0
+    assert all(t["cache_read"] > 0 for t in turns[1:])
+    assert all(t["cache_read"] + t["cache_write"] + t["uncached"] == t["total"] for t in turns)
+    if not marked:
+        # the end of each request is its breakpoint: the previous call's whole request is read
+        assert [t["cache_read"] for t in turns[1:]] == totals[:-1]
+        assert all(t["uncached"] == 0 for t in turns)
