@@ -82,6 +82,7 @@ from ctxweb.contexts.selectors.turns import (
     turn_message_ids_rebuilt,
     turn_messages,
     turn_previous,
+    turn_system_identity,
 )
 
 __all__ = [
@@ -150,4 +151,5 @@ __all__ = [
     "turn_messages",
     "turn_operation_event",
     "turn_previous",
+    "turn_system_identity",
 ]

@@ -13,6 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 
 from compaction.messages import Context, ToolDefinition, message_from_dict, message_identity
+from compaction.messages import Message as LibMessage
 from compaction.regions import find_artifact_pointers as find_artifact_pointers  # for the pages
 from compaction.regions import placeholder_of
 from ctxweb.contexts.models import (
@@ -144,6 +145,21 @@ def turn_message_hashes(*, session: Session, index: int) -> list[str]:
         return []
     hashes = dict(MessageRow.objects.filter(pk__in=_one_of(set(ids))).values_list("pk", "hash"))
     return [hashes[i] for i in ids]
+
+
+def turn_system_identity(*, session: Session, index: int) -> str | None:
+    """The identity of turn ``index``'s top-level system prompt (``message_identity`` of a system
+    message holding its parts, as the proxy reads a request's), or None when it sent none: one
+    query."""
+    row = (
+        Turn.objects.filter(session=session, index=index)
+        .select_related("system")
+        .only("system__data")
+        .first()
+    )
+    if row is None or row.system is None:
+        return None
+    return message_identity(LibMessage("system", message_from_dict(row.system.data).parts))
 
 
 def turn_message_identities(*, session: Session, index: int) -> list[str]:

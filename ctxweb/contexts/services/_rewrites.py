@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from compaction.messages.model import Message
+from compaction.messages.model import Message, Part
 from ctxweb.contexts.models import Operation
 
 
@@ -24,12 +24,16 @@ from ctxweb.contexts.models import Operation
 class Rewrite:
     """What replaces the start of a managed session's requests: the agent's first messages (by
     identity) stand for ``replacement``, which operation ``operation_id`` of session
-    ``session_pk`` made."""
+    ``session_pk`` made. When the operation also changed the top-level system prompt (picoclaw
+    keeps its summary there), ``system`` is the prompt sent instead of the agent's while the
+    agent's is still the one the operation planned on (identity ``original_system``)."""
 
     session_pk: int
     operation_id: int
     original: tuple[str, ...]
     replacement: tuple[Message, ...]
+    original_system: str | None = None
+    system: tuple[Part, ...] | None = None
 
 
 #: Rewrites kept per process (each holds a compacted context).

@@ -34,7 +34,7 @@ from compaction.messages import (
     render,
     without_cache_markers,
 )
-from compaction.messages.model import Context, Message
+from compaction.messages.model import Context, Message, Part
 from compaction.regions import raw_region
 from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
@@ -226,6 +226,14 @@ class Prepared:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _system_identity(system: Sequence[Part]) -> str | None:
+    """What a top-level system prompt says (None when there is none), as stored turns' are read
+    (:func:`~ctxweb.contexts.selectors.turn_system_identity`)."""
+    if not system:
+        return None
+    return message_identity(Message("system", tuple(system)))
+
+
 def _starts_with(hashes: Sequence[str], prefix: Sequence[str]) -> bool:
     return len(prefix) <= len(hashes) and tuple(hashes[: len(prefix)]) == tuple(prefix)
 
@@ -269,10 +277,14 @@ def proxy_prepare(
         return prepared
     rewrite = _rewrite_get(key, session_pk=stored.pk)
     messages: list[Message] = list(context.messages)
+    system = context.system
+    own_system = _system_identity(context.system)
     stands_for = 0  # how many of the agent's messages the start of ``messages`` stands for
     if rewrite is not None and _starts_with(hashes, rewrite.original):
         messages = [*rewrite.replacement, *messages[len(rewrite.original) :]]
         stands_for = len(rewrite.original) - len(rewrite.replacement)
+        if rewrite.system is not None and own_system == rewrite.original_system:
+            system = rewrite.system
     state = selectors.managed_context(session=stored)
     if state.current and state.operation_id is not None:
         base = selectors.turn_message_identities(session=stored, index=state.turn_index)
@@ -280,13 +292,27 @@ def proxy_prepare(
         if base and _starts_with(current, base):
             # the agent's own breakpoints, on its newer messages, are the only ones sent
             replacement = tuple(without_cache_markers(m) for m in state.context.messages)
+            # The operation's system prompt (picoclaw keeps its summary there) replaces the
+            # agent's while the agent's is the one the operation planned on.
+            managed_system: tuple[Part, ...] | None = None
+            if state.context.system != system and _system_identity(
+                system
+            ) == selectors.turn_system_identity(session=stored, index=state.turn_index):
+                managed_system = state.context.system
             _rewrite_set(
                 key,
                 Rewrite(
-                    stored.pk, state.operation_id, hashes[: len(base) + stands_for], replacement
+                    stored.pk,
+                    state.operation_id,
+                    hashes[: len(base) + stands_for],
+                    replacement,
+                    own_system if managed_system is not None else None,
+                    managed_system,
                 ),
             )
             messages = [*replacement, *messages[len(base) :]]
+            if managed_system is not None:
+                system = managed_system
             prepared.events.append(
                 {"type": "managed", "source": "proxy", "operation": state.operation_id}
             )
@@ -303,11 +329,11 @@ def proxy_prepare(
         prepared.events.append(
             {"type": "managed", "source": "proxy", "operation": rewrite.operation_id}
         )
-    if list(messages) != list(context.messages):
+    if list(messages) != list(context.messages) or system != context.system:
         rewritten = Context(
             format=context.format,
             messages=tuple(messages),
-            system=context.system,
+            system=system,
             tools=context.tools,
             max_output_tokens=context.max_output_tokens,
             extra=context.extra,
