@@ -618,6 +618,31 @@ class AttributionItem(models.Model):
         return f"{self.session_id} {self.kind} {self.name}"
 
 
+class AttributionLabel(models.Model):
+    """A session's items added up under one name of the project overview's top lists
+    (``category``: tools, by tool or MCP server; mcp_servers; files; instructions), with the
+    same lazy token-turns as :class:`AttributionItem`: the overview adds up these narrow rows,
+    one per session and name, instead of every item."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    category = models.CharField(max_length=16)
+    label = models.CharField(max_length=500)
+    tokens_now = models.IntegerField(default=0)
+    accrued = models.PositiveBigIntegerField(default=0)
+    present = models.PositiveIntegerField(default=0)
+    since = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "category", "label"], name="attribution_label_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.category} {self.label}"
+
+
 class AttributionEntry(models.Model):
     """The items one position of a session's latest context brought (a message, or the system
     prompt, tools, request overhead and provider remainder at negative positions), kept to

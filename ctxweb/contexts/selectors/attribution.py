@@ -16,7 +16,8 @@ import statistics
 from functools import cache
 from typing import Any
 
-from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When, Window
+from django.db.models.functions import RowNumber
 
 from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
 from compaction.regions import REGIONS, USED_REGIONS
@@ -25,6 +26,7 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
     AttributionDay,
     AttributionItem,
+    AttributionLabel,
     Operation,
     Session,
     ToolUse,
@@ -217,6 +219,8 @@ SESSION_ITEMS, SESSION_GROWTH, SESSION_LIST = 50, 20, 50
 TURNS_PER_FILE = 20
 #: Rows per top list, sessions near their window listed, of a project's overview.
 TOP_ITEMS, NEAR_WINDOW_ROWS = 20, 50
+#: The overview's top lists (:func:`ctxweb.contexts.services.attribution.item_labels`).
+TOP_LISTS = ("tools", "mcp_servers", "files", "instructions")
 #: A session's peak fill (tokens over window less reserve) that counts as near its window.
 NEAR_WINDOW = 0.9
 #: The sources a session comes from, as filters name them; any other stored source (the
@@ -343,30 +347,41 @@ def _source_name(stored: str) -> str:
     return "import"
 
 
-def _top(items: QuerySet[AttributionItem], by: str) -> list[dict[str, Any]]:
-    """The top :data:`TOP_ITEMS` of ``items`` grouped by ``by``, by token-turns."""
+def _tops(labels: QuerySet[AttributionLabel]) -> dict[str, list[dict[str, Any]]]:
+    """The top :data:`TOP_ITEMS` of each top list by token-turns, from the sessions' labels
+    (one narrow row per session and name): one query."""
     held = Case(
         When(tokens_now__gt=0, then=F("session__turn_count") - F("since")),
         default=Value(0),
     )
     rows = (
-        items.values(by)
+        labels.values("category", "label")
         .annotate(
             tokens=Sum(F("accrued") + F("tokens_now") * held),
             turns=Sum(F("present") + held),
-            sessions=Count("session", distinct=True),
+            sessions=Count("id"),
         )
-        .order_by("-tokens", by)[:TOP_ITEMS]
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("category")],
+                order_by=[F("tokens").desc(), F("label").asc()],
+            )
+        )
+        .filter(rank__lte=TOP_ITEMS)
     )
-    return [
-        {
-            "name": row[by],
-            "tokens": int(row["tokens"] or 0),
-            "sessions": row["sessions"],
-            "turns": int(row["turns"] or 0),
-        }
-        for row in rows
-    ]
+    tops: dict[str, list[dict[str, Any]]] = {name: [] for name in TOP_LISTS}
+    for row in sorted(rows, key=lambda r: (r["category"], r["rank"])):
+        if row["category"] in tops and row["tokens"]:
+            tops[row["category"]].append(
+                {
+                    "name": row["label"],
+                    "tokens": int(row["tokens"]),
+                    "sessions": row["sessions"],
+                    "turns": int(row["turns"] or 0),
+                }
+            )
+    return tops
 
 
 def project_overview(
@@ -468,12 +483,11 @@ def project_overview(
         entry[0] += 1
         saved = result.get("tokens_saved") if isinstance(result, dict) else None
         entry[1] += max(0, saved) if isinstance(saved, int) else 0
-    items = AttributionItem.objects.filter(session__in=session_ids)
     near = sorted(
         (s for s in per_session.values() if s["peak_fill"] >= NEAR_WINDOW),
         key=lambda s: (-s["peak_fill"], s["session"]),
     )
-    sessions = Session.objects.filter(project=project)
+    sessions = Session.objects.filter(project=project).order_by()  # DISTINCT of the column only
     return {
         "start": start,
         "end": end,
@@ -486,18 +500,7 @@ def project_overview(
             ),
         },
         "days": [days[day] for day in sorted(days)],
-        "top": {
-            "tools": _top(items.filter(region__in=["tool_calls", "tool_results"]), "group"),
-            "mcp_servers": _top(
-                items.filter(
-                    kind__in=["tool_definition", "tool_call", "tool_output"],
-                    region__in=["tools", "tool_calls", "tool_results"],
-                ).exclude(group=F("name")),
-                "group",
-            ),
-            "files": _top(items.filter(kind="file"), "name"),
-            "instructions": _top(items.filter(kind="instruction"), "name"),
-        },
+        "top": _tops(AttributionLabel.objects.filter(session__in=session_ids)),
         "near_window": [
             {
                 "session": s["session"],

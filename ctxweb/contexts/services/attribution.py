@@ -44,6 +44,7 @@ from ctxweb.contexts.models import (
     AttributionDay,
     AttributionEntry,
     AttributionItem,
+    AttributionLabel,
     Session,
     ToolSet,
     ToolUse,
@@ -477,6 +478,7 @@ def attribution_turn_add(
             )
         )
     statements += _items_statements(session, index, changes)
+    statements += _labels_statements(session, index, changes)
     if seen:
         table = quote(ToolUse._meta.db_table)
         marks = ", ".join(["%s"] * len(seen))
@@ -585,6 +587,66 @@ def _items_statements(
             (
                 f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(chunk))}"
                 f" ON CONFLICT (session_id, {quote('key')}) DO UPDATE SET {update}",
+                params,
+            )
+        )
+    return statements
+
+
+#: What the label upsert does to a stored row: as an item's, without what labels lack.
+_LABEL_UPDATE = (
+    "accrued = {t}.accrued + {t}.tokens_now * (excluded.since - {t}.since), "
+    "present = {t}.present"
+    " + CASE WHEN {t}.tokens_now > 0 THEN excluded.since - {t}.since ELSE 0 END, "
+    "tokens_now = {t}.tokens_now + excluded.tokens_now, "
+    "since = excluded.since"
+)
+_TOOL_REGIONS = ("tool_calls", "tool_results")
+_MCP_KINDS = ("tool_definition", "tool_call", "tool_output")
+
+
+def item_labels(region: str, kind: str, name: str, group: str) -> list[tuple[str, str]]:
+    """The overview's top lists an item counts in, and under which name: ``tools`` (a tool's
+    calls and outputs, files included, by its group: the tool, or its MCP server),
+    ``mcp_servers`` (definitions, calls and outputs of a tool grouped under a server),
+    ``files`` and ``instructions`` (by name)."""
+    labels: list[tuple[str, str]] = []
+    if region in _TOOL_REGIONS and kind != "unattributed":
+        labels.append(("tools", group))
+    if kind in _MCP_KINDS and group != name:
+        labels.append(("mcp_servers", group))
+    if kind == "file":
+        labels.append(("files", name))
+    elif kind == "instruction":
+        labels.append(("instructions", name))
+    return labels
+
+
+def _labels_statements(
+    session: Session, index: int, changes: _Changes
+) -> list[tuple[str, list[Any]]]:
+    """The upserts that add turn ``index``'s changes to the session's labels."""
+    deltas: dict[tuple[str, str], int] = {}
+    for (region, kind, name, _detail), change in changes.items.items():
+        if change.delta:
+            for found in item_labels(region, kind, name, change.group):
+                deltas[found] = deltas.get(found, 0) + change.delta
+    changed = sorted((label, delta) for label, delta in deltas.items() if delta)
+    quote = connection.ops.quote_name
+    table = quote(AttributionLabel._meta.db_table)
+    columns = "session_id, category, label, tokens_now, accrued, present, since"
+    update = _LABEL_UPDATE.format(t=table)
+    statements = []
+    for start in range(0, len(changed), _ITEMS_PER_STATEMENT):
+        chunk = changed[start : start + _ITEMS_PER_STATEMENT]
+        params: list[Any] = []
+        for (category, name), delta in chunk:
+            params += [session.pk, category, name, delta, 0, 0, index]
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
+        statements.append(
+            (
+                f"INSERT INTO {table} ({columns}) VALUES {values}"
+                f" ON CONFLICT (session_id, category, label) DO UPDATE SET {update}",
                 params,
             )
         )
@@ -728,7 +790,7 @@ def _compactions_add(session: Session, turn: Turn) -> None:
 
 
 def _session_clear(session: Session) -> None:
-    for model in (AttributionItem, AttributionEntry, ToolUse, AttributionDay):
+    for model in (AttributionItem, AttributionLabel, AttributionEntry, ToolUse, AttributionDay):
         model.objects.filter(session=session).delete()
 
 
@@ -783,4 +845,4 @@ def _session_walk(session: Session) -> int:
     return walked
 
 
-__all__ = ["attribution_rebuild", "attribution_turn_add", "item_key", "turn_day"]
+__all__ = ["attribution_rebuild", "attribution_turn_add", "item_key", "item_labels", "turn_day"]

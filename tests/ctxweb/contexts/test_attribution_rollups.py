@@ -14,10 +14,18 @@ import pytest
 from django.core.management import call_command
 
 from compaction.regions import USED_REGIONS
-from ctxweb.contexts.models import AttributionDay, AttributionItem, Session, ToolUse, Turn
+from ctxweb.contexts.models import (
+    AttributionDay,
+    AttributionItem,
+    AttributionLabel,
+    Session,
+    ToolUse,
+    Turn,
+)
 from ctxweb.contexts.selectors import attribution as attribution_selectors
 from ctxweb.contexts.selectors.attribution import session_attribution, turn_attribution
 from ctxweb.contexts.services import turn_ingest, turn_request_parse
+from ctxweb.contexts.services.attribution import item_labels
 from ctxweb.contexts.services.deletion import session_delete
 from ctxweb.contexts.services.imports import transcript_import
 from tests.support.world import World
@@ -154,7 +162,12 @@ def snapshot(session: Session) -> dict[str, Any]:
             "day", "turns", "tokens", "region_tool_results", "reported", "peak_fill", "compactions"
         )
     )
-    return {"items": items, "held": live, "uses": uses, "days": days}
+    labels = sorted(
+        AttributionLabel.objects.filter(session=session).values_list(
+            "category", "label", "tokens_now", "accrued", "present", "since"
+        )
+    )
+    return {"items": items, "held": live, "uses": uses, "days": days, "labels": labels}
 
 
 @pytest.fixture
@@ -272,3 +285,21 @@ def test_imported_transcripts_rollups_equal_the_sum_of_each_turns_items(
     assert rolled_up(session) == expected_items(session, monkeypatch)
     kinds = set(AttributionItem.objects.filter(session=session).values_list("kind", flat=True))
     assert "file" in kinds
+
+
+def test_labels_add_up_the_items_of_each_top_list(three: Session) -> None:
+    three.refresh_from_db()
+    expected: Counter[tuple[str, str]] = Counter()
+    for row in AttributionItem.objects.filter(session=three):
+        token_turns, _, _ = attribution_selectors._held(row, three.turn_count)
+        for label in item_labels(row.region, row.kind, row.name, row.group):
+            expected[label] += token_turns
+    n = three.turn_count
+    found = {
+        (row.category, row.label): row.accrued
+        + (row.tokens_now * (n - row.since) if row.tokens_now > 0 else 0)
+        for row in AttributionLabel.objects.filter(session=three)
+    }
+    assert {k: v for k, v in found.items() if v} == {k: v for k, v in expected.items() if v}
+    assert ("files", "/repo/app.py") in found
+    assert ("tools", "Read") in found
