@@ -87,6 +87,9 @@ class _Change:
 @dataclass
 class _Changes:
     items: dict[Key, _Change] = field(default_factory=dict)
+    #: (top list, name) -> change of tokens, each item under its own group (items of one
+    #: identity may come from several tools: a file read by one and edited by another)
+    labels: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def add(self, stored: Iterable[Stored], sign: int, *, brought: bool = True) -> None:
         """Add (``sign`` 1) or subtract (-1) items; ``brought``: added items were brought in
@@ -97,6 +100,8 @@ class _Changes:
             if change is None:
                 change = self.items[key] = _Change(group)
             change.delta += sign * tokens
+            for label in item_labels(region, kind, name, group):
+                self.labels[label] = self.labels.get(label, 0) + sign * tokens
             if sign > 0 and brought:
                 change.added += tokens
                 change.count += 1
@@ -626,12 +631,7 @@ def _labels_statements(
     session: Session, index: int, changes: _Changes
 ) -> list[tuple[str, list[Any]]]:
     """The upserts that add turn ``index``'s changes to the session's labels."""
-    deltas: dict[tuple[str, str], int] = {}
-    for (region, kind, name, _detail), change in changes.items.items():
-        if change.delta:
-            for found in item_labels(region, kind, name, change.group):
-                deltas[found] = deltas.get(found, 0) + change.delta
-    changed = sorted((label, delta) for label, delta in deltas.items() if delta)
+    changed = sorted((label, delta) for label, delta in changes.labels.items() if delta)
     quote = connection.ops.quote_name
     table = quote(AttributionLabel._meta.db_table)
     columns = "session_id, category, label, tokens_now, accrued, present, since"

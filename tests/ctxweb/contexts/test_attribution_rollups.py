@@ -303,3 +303,18 @@ def test_labels_add_up_the_items_of_each_top_list(three: Session) -> None:
     assert {k: v for k, v in found.items() if v} == {k: v for k, v in expected.items() if v}
     assert ("files", "/repo/app.py") in found
     assert ("tools", "Read") in found
+
+
+def test_one_file_from_two_tools_counts_under_each_tool(world: World) -> None:
+    # turn 1 drops the Read of app.py and shows it with cat: the same item (the file's
+    # output), first under Read, then under Bash
+    ingest(world, "s3", TURN_0)
+    ingest(world, "s3", [ASK, *call("b2", "Bash", {"command": "cat /repo/app.py"}, APP)])
+    session = Session.objects.get(external_id="s3")
+    labels = {
+        (row.category, row.label): row for row in AttributionLabel.objects.filter(session=session)
+    }
+    assert all(row.tokens_now >= 0 for row in labels.values())
+    assert labels[("tools", "Read")].tokens_now == 0
+    assert labels[("tools", "Bash")].tokens_now > 0
+    assert labels[("files", "/repo/app.py")].tokens_now > 0
