@@ -16,7 +16,7 @@ import statistics
 from functools import cache
 from typing import Any
 
-from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When, Window
+from django.db.models import Case, Count, F, Max, Q, QuerySet, Sum, Value, When, Window
 from django.db.models.functions import RowNumber
 
 from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
@@ -420,52 +420,61 @@ def project_overview(
         rows = rows.filter(_source_filter(source))
     if session:
         rows = rows.filter(session__external_id__icontains=session)
-    days: dict[datetime.date, dict[str, Any]] = {}
-    per_session: dict[int, dict[str, Any]] = {}
+    # Added up by the database: a page reads a few aggregate rows, not a row per session-day.
+    region_sums = {f"sum_{column}": Sum(column) for column in REGION_COLUMNS}
+    days = []
+    for found_day in (
+        rows.order_by()
+        .values("day")
+        .annotate(
+            n_sessions=Count("session_id"),
+            n_turns=Sum("turns"),
+            n_tokens=Sum("tokens"),
+            n_cost=Sum("cost"),
+            **region_sums,
+        )
+        .order_by("day")
+    ):
+        row: dict[str, Any] = dict(found_day)
+        regions = {
+            name: int(row[f"sum_region_{name}"])
+            for name in USED_REGIONS
+            if row[f"sum_region_{name}"]
+        }
+        days.append(
+            {
+                "day": row["day"],
+                "sessions": row["n_sessions"],
+                "turns": int(row["n_turns"] or 0),
+                "tokens": int(row["n_tokens"] or 0),
+                "cost": float(row["n_cost"] or 0.0),
+                "regions": regions,
+            }
+        )
+    totals = rows.aggregate(
+        reported=Sum("reported"),
+        counted=Sum("counted_reported"),
+        turns_with_usage=Sum("turns_with_usage"),
+    )
+    usage = {name: int(value or 0) for name, value in totals.items()}
+    near = (
+        rows.order_by()
+        .values("session_id")
+        .annotate(
+            fill=Max("peak_fill"),
+            n_turns=Sum("turns"),
+            over=Sum("over_window_turns"),
+            external_id=Max("session__external_id"),
+        )
+        .filter(fill__gte=NEAR_WINDOW)
+        .order_by("-fill", "external_id")[:NEAR_WINDOW_ROWS]
+    )
     compactions: dict[str, list[int]] = {}
-    usage = {"reported": 0, "counted": 0, "turns_with_usage": 0}
-    for row in rows.values(
-        "day",
-        "session_id",
-        "session__external_id",
-        "turns",
-        "tokens",
-        "cost",
-        *REGION_COLUMNS,
-        "reported",
-        "counted_reported",
-        "turns_with_usage",
-        "peak_fill",
-        "over_window_turns",
-        "compactions",
-    ).iterator(chunk_size=2000):
-        day = days.setdefault(
-            row["day"],
-            {"day": row["day"], "sessions": 0, "turns": 0, "tokens": 0, "cost": 0.0, "regions": {}},
-        )
-        day["sessions"] += 1
-        day["turns"] += row["turns"]
-        day["tokens"] += row["tokens"]
-        day["cost"] += row["cost"]
-        regions = day["regions"]
-        for name in USED_REGIONS:
-            tokens = row[f"region_{name}"]
-            if tokens:
-                regions[name] = regions.get(name, 0) + tokens
-        one = per_session.setdefault(
-            row["session_id"],
-            {"session": row["session__external_id"], "peak_fill": 0.0, "turns": 0, "over": 0},
-        )
-        one["peak_fill"] = max(one["peak_fill"], row["peak_fill"])
-        one["turns"] += row["turns"]
-        one["over"] += row["over_window_turns"]
-        for strategy, (count, saved) in row["compactions"].items():
+    for found in rows.exclude(compactions={}).values_list("compactions", flat=True):
+        for strategy, (count, saved) in found.items():
             entry = compactions.setdefault(strategy, [0, 0])
             entry[0] += count
             entry[1] += saved
-        usage["reported"] += row["reported"]
-        usage["counted"] += row["counted_reported"]
-        usage["turns_with_usage"] += row["turns_with_usage"]
     session_ids = rows.values("session_id")
     operations = (
         Operation.objects.filter(
@@ -483,10 +492,6 @@ def project_overview(
         entry[0] += 1
         saved = result.get("tokens_saved") if isinstance(result, dict) else None
         entry[1] += max(0, saved) if isinstance(saved, int) else 0
-    near = sorted(
-        (s for s in per_session.values() if s["peak_fill"] >= NEAR_WINDOW),
-        key=lambda s: (-s["peak_fill"], s["session"]),
-    )
     sessions = Session.objects.filter(project=project).order_by()  # DISTINCT of the column only
     return {
         "start": start,
@@ -499,16 +504,16 @@ def project_overview(
                 {_source_name(s) for s in sessions.values_list("source", flat=True).distinct()}
             ),
         },
-        "days": [days[day] for day in sorted(days)],
+        "days": days,
         "top": _tops(AttributionLabel.objects.filter(session__in=session_ids)),
         "near_window": [
             {
-                "session": s["session"],
-                "peak_fill": s["peak_fill"],
-                "turns": s["turns"],
-                "over_window_turns": s["over"],
+                "session": row["external_id"],
+                "peak_fill": row["fill"],
+                "turns": int(row["n_turns"] or 0),
+                "over_window_turns": int(row["over"] or 0),
             }
-            for s in near[:NEAR_WINDOW_ROWS]
+            for row in near
         ],
         "compactions": sorted(
             (
