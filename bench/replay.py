@@ -120,8 +120,10 @@ def run(
 #: The transcripts whose usage reports cache reads, and the rule each provider applies.
 BILLED = (
     ("anthropic-messages/claude-trace-traffic.jsonl", "anthropic"),
-    # a Claude Code session file records no breakpoints: the anthropic rule reads nothing there
+    # a Claude Code session file records no breakpoints: the anthropic rule reads nothing there;
+    # anthropic-end (what the app picks for such a record) takes one at each request's end
     ("claude-code/sniffly-ai-music-d3ad4cdc.jsonl", "anthropic"),
+    ("claude-code/sniffly-ai-music-d3ad4cdc.jsonl", "anthropic-end"),
     ("codex/agentcmd-rollout-0924-1922.jsonl", "openai"),
     ("codex/agentcmd-rollout-0924-2012.jsonl", "openai"),
     ("codex/agentcmd-rollout-0925-0949.jsonl", "openai"),
@@ -261,7 +263,8 @@ def main() -> None:
                 " had been evicted or the call went to another machine, which no rule can know. A"
                 " Claude Code session file records no cache breakpoints (nor the system prompt"
                 " and tools, which are unattributed here): the anthropic rule reads nothing"
-                " from it.",
+                " from it, and the app replays such a record under anthropic-end (a breakpoint"
+                " at the end of every request, as Claude Code marks them).",
                 "",
                 "| transcript | rule | calls | read billed | read replayed | close |",
                 "|---|---|---|---|---|---|",
