@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -147,7 +147,9 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     progress(f"{args.big_turns:,}-turn session ingested in {sum(ingest_times):.0f} s")
     templates: list[Session] = []
     for n in range(args.templates):
-        fmt = "openai-chat" if n % 2 == 0 else "anthropic-messages"
+        fmt: Literal["openai-chat", "anthropic-messages"] = (
+            "openai-chat" if n % 2 == 0 else "anthropic-messages"
+        )
         bodies = coding_session(
             args.template_turns,
             seed=100 + n,
