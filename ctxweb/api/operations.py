@@ -21,7 +21,7 @@ from ctxweb.api.errors import ApiError
 from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.api.schema import example
 from ctxweb.api.sessions import SessionDetailApi, session_data
-from ctxweb.api.strategies import StrategyField
+from ctxweb.api.strategies import STRATEGY_IDS, StrategyField
 from ctxweb.api.throttling import ApiRateThrottle
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import deletion, operations, policy
@@ -218,7 +218,11 @@ POLICY_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["strategy"],
             "properties": {
-                "strategy": {"type": "string", "description": "a strategy id (GET strategies)"},
+                "strategy": {
+                    "type": "string",
+                    "enum": STRATEGY_IDS,
+                    "description": "a strategy id (GET strategies)",
+                },
                 "params": {"type": "object", "nullable": True, "additionalProperties": True},
                 "enabled": {"type": "boolean", "default": True},
             },

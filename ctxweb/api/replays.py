@@ -22,6 +22,7 @@ from ctxweb.api.errors import ApiError, error_response
 from ctxweb.api.operations import POLICY_SCHEMA, PolicyField, actor_of, conflict, require_operator
 from ctxweb.api.pagination import StrictLimitOffsetPagination, page_parameters
 from ctxweb.api.schema import example
+from ctxweb.api.strategies import STRATEGY_IDS
 from ctxweb.api.throttling import ApiRateThrottle
 from ctxweb.contexts import selectors
 from ctxweb.contexts.services import replays
@@ -41,8 +42,17 @@ REPLAY_POLICY_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["strategy"],
     "properties": {
-        "label": {"type": "string", "maxLength": replays.MAX_LABEL},
-        "strategy": {"type": "string", "description": "a strategy id (GET strategies)"},
+        "label": {
+            "type": "string",
+            "nullable": True,
+            "maxLength": replays.MAX_LABEL,
+            "description": "made of the strategy and trigger when absent, null or empty",
+        },
+        "strategy": {
+            "type": "string",
+            "enum": STRATEGY_IDS,
+            "description": "a strategy id (GET strategies)",
+        },
         "params": {"type": "object", "nullable": True, "additionalProperties": True},
         "trigger": TRIGGER_SCHEMA,
     },
