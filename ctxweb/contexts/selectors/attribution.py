@@ -16,7 +16,21 @@ import statistics
 from functools import cache
 from typing import Any
 
-from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Sum, Value, When, Window
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import RowNumber
 
 from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
@@ -609,10 +623,16 @@ def overview_item_sessions(
     held = Case(
         When(tokens_now__gt=0, then=F("session__turn_count") - F("since")),
         default=Value(0),
+        output_field=BigIntegerField(),
     )
     labels = (
         AttributionLabel.objects.filter(session__in=session_ids, category=category, label=label)
-        .annotate(token_turns=F("accrued") + F("tokens_now") * held, turns=F("present") + held)
+        .annotate(
+            token_turns=ExpressionWrapper(
+                F("accrued") + F("tokens_now") * held, output_field=BigIntegerField()
+            ),
+            turns=ExpressionWrapper(F("present") + held, output_field=BigIntegerField()),
+        )
         .filter(token_turns__gt=0)
     )
     rows = list(
@@ -629,6 +649,7 @@ def overview_item_sessions(
     last = Case(
         When(tokens_now__gt=0, then=F("session__turn_count") - 1),
         default=F("last_turn"),
+        output_field=BigIntegerField(),
     )
     spans = (
         {
