@@ -86,12 +86,14 @@ def test_the_sessions_holding_an_mcp_server_and_a_file(world: World) -> None:
     assert [s["session"] for s in narrowed["sessions"]] == ["other-model"]
     assert narrowed["count"] == 1
     none = items(world, category="files", label="/nowhere.py").json()
-    assert none["sessions"] == [] and none["count"] == 0
+    assert none["sessions"] == []
+    assert none["count"] == 0
     # the outsider's key sees their own project: nothing of alpha's
     other = world.api(world.outsider_key).get(
         "/api/v1/overview/items", {"category": "mcp_servers", "label": "github"}
     )
-    assert other.status_code == 200 and other.json()["sessions"] == []
+    assert other.status_code == 200
+    assert other.json()["sessions"] == []
 
 
 @pytest.mark.django_db
