@@ -390,7 +390,7 @@ def overview_items(request: HttpRequest) -> HttpResponse:
                 {
                     **r,
                     "bar": r["token_turns"] / top if top else 0.0,
-                    "url": reverse("session-attribution", args=[r["session"]]),
+                    "url": reverse("session-attribution", args=[r["session"]]) + "#items",
                     "first_url": turn_url(r["session"], r["first_turn"]),
                     "last_url": turn_url(r["session"], r["last_turn"]),
                 }

@@ -63,7 +63,7 @@ def test_the_page_lists_the_sessions_and_their_turns(world: World) -> None:
         assert listed(text) == [s["session"] for s in data["sessions"]]
         for row in data["sessions"]:
             sid = row["session"]
-            assert f'href="/sessions/{sid}/attribution/"' in text
+            assert f'href="/sessions/{sid}/attribution/#items"' in text
             first = f"/sessions/{sid}/turns/{row['first_turn']}/#attribution"
             last = f"/sessions/{sid}/turns/{row['last_turn']}/#attribution"
             assert f'<a class="first-turn" href="{first}">' in text
