@@ -605,7 +605,8 @@ def overview_item_sessions(
     (in the session's latest turn), ``turns_present`` (summed per item, as the overview counts
     them), the session's ``turns``, and ``first_turn`` and ``last_turn``: the first and last
     turn where one of the label's items was in the context. ``count``: how many sessions hold
-    it. Three queries on rollup rows (labels, their count, items), whatever the sessions' size.
+    it. Rollup rows only: two queries (labels, then items of the sessions listed), a third to
+    count when the list is full, whatever the sessions' length.
     """
     if category not in TOP_LISTS:
         raise ValueError(f"category must be one of {', '.join(TOP_LISTS)}")

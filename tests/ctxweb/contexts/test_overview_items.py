@@ -1,18 +1,25 @@
 """The overview's click-through selector names the same items ingest counts under a label: for
 every region, kind and name/group shape, an item matches :func:`label_items` exactly when
-:func:`item_labels` files it under that category and label."""
+:func:`item_labels` files it under that category and label. It reads rollup rows in a fixed
+number of queries, and bounds its list."""
 
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from compaction.regions import REGIONS
 from ctxweb.contexts.models import AttributionItem, Session
 from ctxweb.contexts.selectors import attribution as selector
 from ctxweb.contexts.services.attribution import item_labels
+from tests.support.attribution import four_turns
 from tests.support.world import World
 
 KINDS = (
@@ -55,3 +62,32 @@ def test_label_items_mirrors_item_labels(world: World) -> None:
             assert set(AttributionItem.objects.filter(query).values_list("pk", flat=True)) == want
     with pytest.raises(ValueError, match="category"):
         selector.label_items(category="days", label="x")
+
+
+@pytest.mark.django_db
+def test_a_fixed_number_of_queries_and_a_bounded_list(world: World) -> None:
+    client = world.api(world.ingest_key)
+    for n in range(3):
+        four_turns(client, f"s{n}")
+    today = timezone.now().date()
+    args: dict[str, Any] = {
+        "project": world.project,
+        "category": "mcp_servers",
+        "label": "github",
+        "start": today - timedelta(days=1),
+        "end": today + timedelta(days=1),
+    }
+    with CaptureQueriesContext(connection) as all_of_them:
+        found = selector.overview_item_sessions(**args)
+    assert [s["session"] for s in found["sessions"]] == ["s0", "s1", "s2"]  # ties by id
+    assert len(all_of_them) == 2
+    with CaptureQueriesContext(connection) as full:
+        first = selector.overview_item_sessions(**args, limit=1)
+    assert len(full) == 3
+    assert first["count"] == 3
+    assert first["sessions"] == found["sessions"][:1]
+    for bad in (0, selector.ITEM_SESSIONS_MAX + 1):
+        with pytest.raises(ValueError, match="limit"):
+            selector.overview_item_sessions(**args, limit=bad)
+    with pytest.raises(ValueError, match="category"):
+        selector.overview_item_sessions(**{**args, "category": "days"})
