@@ -8,7 +8,11 @@ overview, each as JSON or, with ``?format=csv&table=<name>``, one of its tables 
 ``end`` (ISO dates; by default the last 30 days ending today; at most :data:`MAX_RANGE_DAYS`),
 filtered by model, agent (the session's format), source (proxy, otlp, langfuse, api, import)
 and a substring of the session id (tables: days, tools, mcp_servers, files, instructions,
-near_window, compactions). Both read rollup rows only.
+near_window, compactions).
+``GET overview/items?category=&label=&...``: the overview's range and filters, the sessions
+holding one name of a top list
+(:func:`~ctxweb.contexts.selectors.attribution.overview_item_sessions`; table: sessions).
+All read rollup rows only.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ MAX_RANGE_DAYS = 400
 DEFAULT_DAYS = 30
 #: The longest model, agent or session filter.
 MAX_FILTER_CHARS = 200
+#: The longest name of a top list's row (the rollups keep 500 characters).
+MAX_LABEL_CHARS = 500
 #: A spreadsheet runs a cell starting with one of these as a formula: such cells get a leading
 #: apostrophe (names come from whoever posts turns).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -188,3 +194,46 @@ class OverviewApi(APIView):
             rows = data[table]
         name = f"overview-{table}-{filters['start'].isoformat()}-{filters['end'].isoformat()}"
         return _csv(name, OVERVIEW_TABLES[table], rows)
+
+
+#: The sessions of one name of a top list, as CSV.
+ITEM_SESSION_COLUMNS = (
+    "session",
+    "token_turns",
+    "tokens_now",
+    "turns_present",
+    "turns",
+    "first_turn",
+    "last_turn",
+)
+
+
+class OverviewItemsApi(APIView):
+    """The sessions of the overview's range and filters that hold one tool, MCP server, file
+    or instruction block (``category`` and ``label``), largest token-turns first, with the
+    first and last turn that held it."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response | HttpResponse:
+        access = require_access(request)
+        filters = overview_filters(request)
+        category = request.query_params.get("category", "")
+        if category not in attribution_selectors.TOP_LISTS:
+            raise ApiError(
+                f"Unknown category {category[:40]!r}.",
+                fields={"category": f"one of {', '.join(attribution_selectors.TOP_LISTS)}"},
+            )
+        label = request.query_params.get("label", "")
+        if not label or len(label) > MAX_LABEL_CHARS:
+            raise ApiError(
+                f"A label is required, at most {MAX_LABEL_CHARS} characters.",
+                fields={"label": f"1 to {MAX_LABEL_CHARS} characters"},
+            )
+        table = _table(request, {"sessions": ITEM_SESSION_COLUMNS})
+        data = attribution_selectors.overview_item_sessions(
+            project=access.project, category=category, label=label, **filters
+        )
+        if table is None:
+            return Response(data)
+        name = f"overview-{category}-sessions-{filters['start'].isoformat()}"
+        return _csv(name, ITEM_SESSION_COLUMNS, data["sessions"])

@@ -87,6 +87,7 @@ urlpatterns = [
     path("imports/<str:job_id>", imports.ImportDetailApi.as_view(), name="api-import-detail"),
     path("sessions", sessions.SessionListApi.as_view(), name="api-sessions"),
     path("overview", attribution.OverviewApi.as_view(), name="api-overview"),
+    path("overview/items", attribution.OverviewItemsApi.as_view(), name="api-overview-items"),
     path(
         "sessions/<path:external_id>/turns/<int:index>/attribution",
         turns.TurnAttributionApi.as_view(),

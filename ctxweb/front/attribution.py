@@ -52,6 +52,18 @@ OVERVIEW_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "compactions": ("Compactions by strategy", ("strategy", "count", "tokens_saved")),
     "days": ("Days", ("day", "sessions", "turns", "tokens", "cost", *USED_REGIONS)),
 }
+#: The columns of the sessions holding one name of a top list (``/overview/items/``).
+ITEM_SESSION_COLUMNS = (
+    "session",
+    "token_turns",
+    "tokens_now",
+    "turns_present",
+    "turns",
+    "first_turn",
+    "last_turn",
+)
+#: The longest name of a top list's row a URL may carry (the rollups keep 500 characters).
+MAX_LABEL_CHARS = 500
 #: The session page's tables: name -> (title, columns).
 SESSION_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "items": (
@@ -187,7 +199,7 @@ def _query(filters: dict[str, Any], **changes: str) -> str:
     if merged["range"] == "custom":
         params["start"] = merged["start"].isoformat()
         params["end"] = merged["end"].isoformat()
-    for name in ("model", "agent", "source", "session", "format", "table"):
+    for name in ("model", "agent", "source", "session", "category", "label", "format", "table"):
         if merged.get(name):
             params[name] = merged[name]
     return "?" + urlencode(params)
@@ -259,15 +271,19 @@ def overview(request: HttpRequest) -> HttpResponse:
             columns=OVERVIEW_TABLES[table][1],
             rows=tables[table],
         )
-    # Where a row leads: the sessions list, narrowed as far as it can be (by model and name).
-    narrowed = (("q", filters["session"]), ("model", filters["model"]))
-    sessions_query = {k: v for k, v in narrowed if v}
-    sessions_url = reverse("home") + ("?" + urlencode(sessions_query) if sessions_query else "")
     top = [
         {
             "name": name,
             "title": OVERVIEW_TABLES[name][0],
-            "rows": _share_rows(data["top"].get(name, [])),
+            "rows": [
+                # Each row leads to the sessions holding it, in the same range and filters.
+                {
+                    **r,
+                    "url": reverse("overview-items")
+                    + _query(filters, category=name, label=r["name"]),
+                }
+                for r in _share_rows(data["top"].get(name, []))
+            ],
             "csv": _query(filters, format="csv", table=name),
         }
         for name in ("tools", "mcp_servers", "files", "instructions")
@@ -314,12 +330,87 @@ def overview(request: HttpRequest) -> HttpResponse:
             ),
             "chart": chart,
             "regions": [r for r in USED_REGIONS if r in present],
-            "sessions_url": sessions_url,
             "csv": {
                 name: _query(filters, format="csv", table=name)
                 for name in ("near_window", "compactions", "days")
             },
             "empty": not any(d["turns"] for d in data["days"]),
+        },
+    )
+
+
+@login_required
+def overview_items(request: HttpRequest) -> HttpResponse:
+    """``/overview/items/?category=&label=``: the sessions of the overview's range and filters
+    that hold one tool, MCP server, file or instruction block, with the turns that held it."""
+    access = page_access(request)
+    filters, errors = overview_filters(request.GET, today=timezone.now().astimezone(UTC).date())
+    category = request.GET.get("category", "")
+    label = request.GET.get("label", "")
+    problem = None
+    if category not in OVERVIEW_TABLES or category not in attribution_selectors.TOP_LISTS:
+        titles = ", ".join(
+            OVERVIEW_TABLES[name][0].lower() for name in attribution_selectors.TOP_LISTS
+        )
+        problem = f"Unknown list {category[:40]!r}: one of {titles}."
+    elif not label or len(label) > MAX_LABEL_CHARS:
+        problem = f"Which name? A name of the list, 1 to {MAX_LABEL_CHARS} characters."
+    data = None
+    if problem is None:
+        data = attribution_selectors.overview_item_sessions(
+            project=access.project,
+            category=category,
+            label=label,
+            start=filters["start"],
+            end=filters["end"],
+            model=filters["model"] or None,
+            agent=filters["agent"] or None,
+            source=filters["source"] or None,
+            session=filters["session"] or None,
+        )
+    if request.GET.get("format") == "csv":
+        if data is None:
+            return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
+        return csv_response(
+            filename=_csv_name("overview", category, "sessions", filters["start"].isoformat()),
+            columns=ITEM_SESSION_COLUMNS,
+            rows=data["sessions"],
+        )
+
+    def turn_url(external_id: str, index: int | None) -> str | None:
+        if index is None:
+            return None
+        return reverse("turn-detail", args=[external_id, index]) + "#attribution"
+
+    rows = []
+    if data is not None:
+        top = max((r["token_turns"] for r in data["sessions"]), default=0)
+        for r in data["sessions"]:
+            rows.append(
+                {
+                    **r,
+                    "bar": r["token_turns"] / top if top else 0.0,
+                    "url": reverse("session-attribution", args=[r["session"]]) + "#items",
+                    "first_url": turn_url(r["session"], r["first_turn"]),
+                    "last_url": turn_url(r["session"], r["last_turn"]),
+                }
+            )
+    return render(
+        request,
+        "contexts/overview_items.html",
+        {
+            "access": access,
+            "filters": filters,
+            "errors": [*errors, *([problem] if problem else [])],
+            "category": category,
+            "title": OVERVIEW_TABLES[category][0] if problem is None else None,
+            "label": label,
+            "data": data,
+            "rows": rows,
+            "overview_url": reverse("overview") + _query(filters),
+            "csv": _query(filters, category=category, label=label, format="csv")
+            if problem is None
+            else None,
         },
     )
 

@@ -29,6 +29,7 @@ urlpatterns = [
     path("imports/", imports.import_list, name="imports"),
     path("setup/", setup.setup, name="setup"),
     path("overview/", attribution.overview, name="overview"),
+    path("overview/items/", attribution.overview_items, name="overview-items"),
     path(
         "sessions/<path:external_id>/attribution/",
         attribution.session_attribution,

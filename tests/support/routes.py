@@ -96,6 +96,9 @@ API: dict[str, list[Call]] = {
     "api-turn-attribution": [Call("GET", "/api/v1/sessions/{sid}/turns/0/attribution")],
     "api-session-attribution": [Call("GET", "/api/v1/sessions/{sid}/attribution")],
     "api-overview": [Call("GET", "/api/v1/overview", scope="list")],
+    "api-overview-items": [
+        Call("GET", "/api/v1/overview/items?category=mcp_servers&label=github", scope="list")
+    ],
     "api-strategies": [Call("GET", "/api/v1/strategies", scope="list")],
     "api-preview": [
         Call(
@@ -184,6 +187,9 @@ PAGES: dict[str, list[Call]] = {
     "project-switch": [Call("POST", "/accounts/project/", scope="switch", ok=(302,))],
     "home": [Call("GET", "/", scope="list")],
     "overview": [Call("GET", "/overview/", scope="list")],
+    "overview-items": [
+        Call("GET", "/overview/items/?category=mcp_servers&label=github", scope="list")
+    ],
     "session-detail": [Call("GET", "/sessions/{sid}/")],
     "turn-jump": [Call("GET", "/sessions/{sid}/turns/", ok=(302,))],
     "turn-detail": [Call("GET", "/sessions/{sid}/turns/0/")],

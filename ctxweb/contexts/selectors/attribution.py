@@ -16,7 +16,21 @@ import statistics
 from functools import cache
 from typing import Any
 
-from django.db.models import Case, Count, F, Max, Q, QuerySet, Sum, Value, When, Window
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import RowNumber
 
 from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
@@ -384,6 +398,31 @@ def _tops(labels: QuerySet[AttributionLabel]) -> dict[str, list[dict[str, Any]]]
     return tops
 
 
+def _days(
+    *,
+    project: Project,
+    start: datetime.date,
+    end: datetime.date,
+    model: str | None,
+    agent: str | None,
+    source: str | None,
+    session: str | None,
+) -> QuerySet[AttributionDay]:
+    """The project's day rollups in the range, narrowed by the overview's filters."""
+    if source is not None and source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}")
+    rows = AttributionDay.objects.filter(project=project, day__gte=start, day__lte=end)
+    if model:
+        rows = rows.filter(session__model=model)
+    if agent:
+        rows = rows.filter(session__format=agent)
+    if source:
+        rows = rows.filter(_source_filter(source))
+    if session:
+        rows = rows.filter(session__external_id__icontains=session)
+    return rows
+
+
 def project_overview(
     *,
     project: Project,
@@ -409,17 +448,15 @@ def project_overview(
     showed (detected or reported) and the operations applied in the range. ``usage``: the
     providers' reported input tokens against ctxweb's count of the same turns.
     """
-    if source is not None and source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}")
-    rows = AttributionDay.objects.filter(project=project, day__gte=start, day__lte=end)
-    if model:
-        rows = rows.filter(session__model=model)
-    if agent:
-        rows = rows.filter(session__format=agent)
-    if source:
-        rows = rows.filter(_source_filter(source))
-    if session:
-        rows = rows.filter(session__external_id__icontains=session)
+    rows = _days(
+        project=project,
+        start=start,
+        end=end,
+        model=model,
+        agent=agent,
+        source=source,
+        session=session,
+    )
     # Added up by the database: a page reads a few aggregate rows, not a row per session-day.
     region_sums = {f"sum_{column}": Sum(column) for column in REGION_COLUMNS}
     days = []
@@ -523,4 +560,132 @@ def project_overview(
             key=lambda c: (-c["count"], c["strategy"]),
         ),
         "usage": usage,
+    }
+
+
+#: Sessions listed for one name of a top list, at most and by default.
+ITEM_SESSIONS_MAX, ITEM_SESSIONS = 200, 50
+# Which items a label stands for: the mirror of
+# :func:`ctxweb.contexts.services.attribution.item_labels` (selectors may not import services;
+# tests/ctxweb/contexts/test_overview_items.py checks the two agree).
+LABEL_TOOL_REGIONS = ("tool_calls", "tool_results")
+LABEL_MCP_KINDS = ("tool_definition", "tool_call", "tool_output")
+
+
+def label_items(*, category: str, label: str) -> Q:
+    """The :class:`AttributionItem` rows counted under ``label`` in the top list ``category``."""
+    if category == "tools":
+        return Q(region__in=LABEL_TOOL_REGIONS, group=label) & ~Q(kind="unattributed")
+    if category == "mcp_servers":
+        return Q(kind__in=LABEL_MCP_KINDS, group=label) & ~Q(name=F("group"))
+    if category == "files":
+        return Q(kind="file", name=label)
+    if category == "instructions":
+        return Q(kind="instruction", name=label)
+    raise ValueError(f"category must be one of {', '.join(TOP_LISTS)}")
+
+
+def overview_item_sessions(
+    *,
+    project: Project,
+    category: str,
+    label: str,
+    start: datetime.date,
+    end: datetime.date,
+    model: str | None = None,
+    agent: str | None = None,
+    source: str | None = None,
+    session: str | None = None,
+    limit: int = ITEM_SESSIONS,
+) -> dict[str, Any]:
+    """The sessions of :func:`project_overview`'s range and filters whose rollups hold
+    ``label`` in the top list ``category``, largest token-turns first, at most ``limit``.
+
+    Each: ``session`` (its external id), ``token_turns`` of the label in it, its ``tokens_now``
+    (in the session's latest turn), ``turns_present`` (summed per item, as the overview counts
+    them), the session's ``turns``, and ``first_turn`` and ``last_turn``: the first and last
+    turn where one of the label's items was in the context. ``count``: how many sessions hold
+    it. Rollup rows only: two queries (labels, then items of the sessions listed), a third to
+    count when the list is full, whatever the sessions' length.
+    """
+    if category not in TOP_LISTS:
+        raise ValueError(f"category must be one of {', '.join(TOP_LISTS)}")
+    if not 1 <= limit <= ITEM_SESSIONS_MAX:
+        raise ValueError(f"limit must be from 1 to {ITEM_SESSIONS_MAX}")
+    session_ids = _days(
+        project=project,
+        start=start,
+        end=end,
+        model=model,
+        agent=agent,
+        source=source,
+        session=session,
+    ).values("session_id")
+    held = Case(
+        When(tokens_now__gt=0, then=F("session__turn_count") - F("since")),
+        default=Value(0),
+        output_field=BigIntegerField(),
+    )
+    labels = (
+        AttributionLabel.objects.filter(session__in=session_ids, category=category, label=label)
+        .annotate(
+            token_turns=ExpressionWrapper(
+                F("accrued") + F("tokens_now") * held, output_field=BigIntegerField()
+            ),
+            turns=ExpressionWrapper(F("present") + held, output_field=BigIntegerField()),
+        )
+        .filter(token_turns__gt=0)
+    )
+    rows = list(
+        labels.order_by("-token_turns", "session__external_id").values(
+            "session_id",
+            "session__external_id",
+            "session__turn_count",
+            "tokens_now",
+            "token_turns",
+            "turns",
+        )[:limit]
+    )
+    count = labels.count() if len(rows) == limit else len(rows)
+    last = Case(
+        When(tokens_now__gt=0, then=F("session__turn_count") - 1),
+        default=F("last_turn"),
+        output_field=BigIntegerField(),
+    )
+    spans = (
+        {
+            found["session_id"]: (found["first"], found["last"])
+            for found in AttributionItem.objects.filter(
+                label_items(category=category, label=label),
+                session_id__in=[row["session_id"] for row in rows],
+            )
+            .order_by()
+            .values("session_id")
+            .annotate(first=Min("first_turn"), last=Max(last))
+        }
+        if rows
+        else {}
+    )
+    sessions = []
+    for row in rows:
+        first_turn, last_turn = spans.get(row["session_id"], (None, None))
+        sessions.append(
+            {
+                "session": row["session__external_id"],
+                "token_turns": int(row["token_turns"]),
+                "tokens_now": row["tokens_now"],
+                "turns_present": int(row["turns"] or 0),
+                "turns": row["session__turn_count"],
+                "first_turn": first_turn,
+                "last_turn": last_turn,
+            }
+        )
+    return {
+        "category": category,
+        "label": label,
+        "start": start,
+        "end": end,
+        "filters": {"model": model, "agent": agent, "source": source, "session": session},
+        "count": count,
+        "sessions": sessions,
     }

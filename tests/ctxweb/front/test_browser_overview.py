@@ -1,7 +1,8 @@
 """The project overview in a real browser: headless Chromium driven by Playwright against
 pytest-django's live server, on a project with two sessions posted through the REST ingest (MCP
 tools among their calls). The day chart is painted, the keyboard walks its days, a filter narrows
-the page, an MCP server's row leads to the sessions, and Enter on a day opens that day. Saves
+the page, an MCP server's row leads to the sessions that held it and on to a turn whose attribution
+lists the server's tools, and Enter on a day opens that day. Saves
 screenshots under ``test-output/screenshots/``."""
 
 from __future__ import annotations
@@ -81,12 +82,24 @@ def test_the_overview_charts_filters_and_leads_to_the_sessions(
     row = page.locator("#top-mcp_servers tr.mcp_servers-row").first
     assert row.locator(".item-name").inner_text() == "github"
     row.locator("a").click()
-    page.wait_for_url(re.compile(rf"/\?model={OTHER_MODEL}$"))
-    sessions = page.locator("table.sessions td.sid > a").all_inner_texts()
+    # the sessions that held the server, in the same range and filters
+    page.wait_for_url(
+        f"{live_server.url}/overview/items/?range=30&model={OTHER_MODEL}"
+        "&category=mcp_servers&label=github"
+    )
+    assert page.locator("#item-label").inner_text() == "github"
+    sessions = page.locator("tr.item-session-row td.sid > a").all_inner_texts()
     assert sessions == ["cheaper-model"]
-    shot(page, "overview-to-sessions")
+    shot(page, "overview-to-item-sessions")
+    # then to the first turn that held it: its Attribution section lists the server's tools
+    page.locator("tr.item-session-row a.first-turn").first.click()
+    page.wait_for_url(re.compile(r"/sessions/cheaper-model/turns/\d+/#attribution$"))
+    tools = page.locator("#attribution tr.attribution-item.kind-tool_definition")
+    assert any("github" in text for text in tools.all_text_contents())
+    shot(page, "overview-item-to-turn")
 
     # Enter on a day opens that day alone, the model filter kept
+    page.go_back()
     page.go_back()
     page.wait_for_url(f"{live_server.url}/overview/?range=30&model={OTHER_MODEL}")
     page.focus("#overview-chart")

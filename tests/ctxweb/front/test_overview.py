@@ -114,9 +114,13 @@ def test_filters_narrow_the_numbers_as_the_selector_does(world: World) -> None:
     assert (
         0 < sum(d["turns"] for d in by_model["days"]) < sum(d["turns"] for d in everything["days"])
     )
-    # a model filter leads the rows to the sessions list filtered the same way
+    # each row leads to the sessions that held it, the range and filters kept
     text = client.get(f"/overview/?model={OTHER_MODEL}&session=other").content.decode()
-    assert f'href="/?q=other&amp;model={OTHER_MODEL}"' in text
+    link = (
+        f"/overview/items/?range=30&amp;model={OTHER_MODEL}&amp;session=other"
+        "&amp;category=mcp_servers&amp;label=github"
+    )
+    assert f'href="{link}"' in text
 
 
 @pytest.mark.django_db
