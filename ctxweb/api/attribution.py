@@ -25,7 +25,8 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -213,7 +214,24 @@ class OverviewItemsApi(APIView):
     or instruction block (``category`` and ``label``), largest token-turns first, with the
     first and last turn that held it."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "category",
+                OpenApiTypes.STR,
+                required=True,
+                enum=list(attribution_selectors.TOP_LISTS),
+                description="which top list the name is from",
+            ),
+            OpenApiParameter(
+                "label",
+                {"type": "string", "minLength": 1, "maxLength": MAX_LABEL_CHARS},
+                required=True,
+                description=f"the name in that list (1 to {MAX_LABEL_CHARS} characters)",
+            ),
+        ],
+        responses={200: dict},
+    )
     def get(self, request: Request) -> Response | HttpResponse:
         access = require_access(request)
         filters = overview_filters(request)
