@@ -10,6 +10,9 @@ The wrappers are the agents' own, as their transcripts show them:
   command's invocation and output are ``<command-name>``, ``<command-message>``,
   ``<command-args>`` and ``<local-command-stdout>`` blocks; the Skill tool's description lists
   ``<available_skills>`` and the Task tool's lists ``Available agent types``;
+- Claude Code's newer releases (2.1.19x) send the agents list, the skills list and hooks'
+  outputs untagged, as sections of a ``system`` message inside ``messages``: each starts a line
+  with the header above and runs to the next blank line;
 - Codex puts AGENTS.md in ``# AGENTS.md instructions for <dir>`` followed by an
   ``<INSTRUCTIONS>`` block (older releases: ``<user_instructions>``), the session's environment
   in ``<environment_context>``, a skill in ``<skill>`` and a user's shell command in
@@ -61,8 +64,20 @@ _MEMORY_FILE = re.compile(
 )
 _HOOK = re.compile(r"\s*(?P<event>\w+) hook (?:success|additional context|blocking error)\b")
 _SKILLS_REMINDER = re.compile(r"\s*The following skills are available for use with the Skill tool")
-#: The Task tool's list of subagents runs to the first blank line after it.
-_AGENTS_LIST = "Available agent types and the tools they have access to:\n"
+#: The Task tool's list of subagents runs to the first blank line after it (older releases in
+#: the tool's description, newer ones in a system message of their own).
+_AGENTS_LISTS = (
+    "Available agent types and the tools they have access to:\n",
+    "Available agent types for the Agent tool:\n",
+)
+#: Claude Code's newer releases send their reminders untagged, each a section of a system
+#: message inside ``messages``: the skills list (a blank line after its header, entries to the
+#: next blank line) and each hook's output (to the next blank line).
+_SECTION = re.compile(
+    r"^(?:(?P<skills>The following skills are available for use with the Skill tool)"
+    r"|(?P<event>\w+) hook (?:success|additional context|blocking error)\b)",
+    re.M,
+)
 
 
 @dataclass(frozen=True)
@@ -161,15 +176,39 @@ def _agents_md(text: str, found: list[Block]) -> None:
 
 def _agents_lists(text: str, found: list[Block]) -> None:
     """The Task tool's lists of subagents, each up to the first blank line after it."""
-    position = 0
-    while len(found) < MAX_BLOCKS:
-        start = text.find(_AGENTS_LIST, position)
-        if start < 0:
+    for header in _AGENTS_LISTS:
+        position = 0
+        while len(found) < MAX_BLOCKS:
+            start = text.find(header, position)
+            if start < 0:
+                break
+            blank = text.find("\n\n", start + len(header))
+            end = len(text) if blank < 0 else blank
+            found.append(Block("agents list", "", start, end))
+            position = end
+
+
+def _sections(text: str, found: list[Block]) -> None:
+    """Untagged reminder sections (:data:`_SECTION`) that no block found so far holds."""
+    held = [(block.start, block.end) for block in found]
+    for match in _SECTION.finditer(text):
+        if len(found) >= MAX_BLOCKS:
             return
-        blank = text.find("\n\n", start + len(_AGENTS_LIST))
+        start = match.start()
+        if any(low <= start < high for low, high in held):
+            continue
+        after = match.end()
+        if match.group("skills"):  # the blank line after the header is the list's own
+            after = text.find("\n", after)
+            after = len(text) if after < 0 else after
+            while text.startswith("\n", after):
+                after += 1
+        blank = text.find("\n\n", after)
         end = len(text) if blank < 0 else blank
-        found.append(Block("agents list", "", start, end))
-        position = end
+        if match.group("skills"):
+            found.append(Block("skills list", _first_line(text[start:end]), start, end))
+        else:
+            found.append(Block("hook output", match.group("event"), start, end))
 
 
 def instruction_blocks(text: str) -> tuple[Block, ...]:
@@ -186,7 +225,9 @@ def instruction_blocks(text: str) -> tuple[Block, ...]:
     if "<" in text:
         _tagged(text, found)
         _agents_md(text, found)
-    if _AGENTS_LIST in text:
+    if any(header in text for header in _AGENTS_LISTS):
         _agents_lists(text, found)
+    if " hook " in text or "skills are available" in text:
+        _sections(text, found)
     found.sort(key=lambda b: (b.start, -b.end))
     return tuple(found[:MAX_BLOCKS])

@@ -42,7 +42,9 @@ REMEMBERED_CHARS = 16_384
 #: The most files taken from one call.
 MAX_FILES = 64
 
-_MCP_NAME = re.compile(r"mcp__(?P<server>[^_](?:[^_]|_(?!_))*)__.+")
+#: ``mcp__<server>__<tool>`` (Claude Code, Codex), or ``mcp__<server>`` alone: the namespace
+#: Codex sends a server's tools in.
+_MCP_NAME = re.compile(r"mcp__(?P<server>[^_](?:[^_]|_(?!_))*)(?:__.+)?")
 #: Tools whose ``path`` argument is a folder to list or search, not a file.
 _FOLDER_TOOLS = frozenset(
     {"ls", "glob", "grep", "search_dir", "find_file", "list_directory", "list_dir", "search"}

@@ -13,8 +13,11 @@ of a part never take more than the part's tokens.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from compaction.attribution._carving import (
     MAX_NAME_CHARS,
@@ -98,8 +101,11 @@ def _media_item(part: MediaPart, tokens: int, where: Where, group: str) -> Item:
     return Item(kind, part.media, group, "media", tokens, where, part.media_type or "")
 
 
-def _raw_item(part: TextPart, region: str, tokens: int, where: Where) -> Item:
-    """An item kept verbatim: named by its ``name`` (a provider-side call) or its type."""
+def _raw_items(
+    part: TextPart, region: str, tokens: int, counter: Counter, where: Where
+) -> list[Item]:
+    """An item kept verbatim: named by its ``name`` (a provider-side call) or its type; one that
+    defines tools (Codex's ``additional_tools``, a namespace) is split into its tools."""
     raw = part.extra.get(RAW)
     data = raw if isinstance(raw, Mapping) else {}
     kind_of = str(data.get("type") or "item")
@@ -113,9 +119,60 @@ def _raw_item(part: TextPart, region: str, tokens: int, where: Where) -> Item:
         "summary": "summary",
     }
     kind = kinds.get(region, "raw")
-    return Item(
-        kind, label, server or label, region, tokens, where, kind_of if label != kind_of else ""
-    )
+    detail = kind_of if label != kind_of else ""
+    own = Item(kind, label, server or label, region, tokens, where, detail)
+    if region != "tools" or not nested_tools(data):
+        return [own]
+    prefix = label if kind_of == "namespace" else ""
+    return _split_tools(own, nested_tools(data), prefix, counter)
+
+
+def nested_tools(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The tool definitions a verbatim tool or item holds in its ``tools`` (a namespace of tools,
+    Codex's ``additional_tools``); empty for any other."""
+    tools = data.get("tools")
+    if not isinstance(tools, list):
+        return []
+    return [tool for tool in tools if isinstance(tool, Mapping)]
+
+
+def _child_name(tool: Mapping[str, Any], prefix: str) -> str:
+    """A namespaced tool's name: ``mcp__<server>__<tool>`` inside an MCP server's namespace
+    (as Claude Code names MCP tools), ``<namespace>.<tool>`` inside another."""
+    name = str(tool.get("name") or tool.get("type") or "tool")
+    if not prefix:
+        return name
+    if tool_server(prefix) is not None:
+        return f"{prefix}__{name}"
+    return f"{prefix}.{name}"
+
+
+def _split_tools(
+    own: Item, tools: list[Mapping[str, Any]], prefix: str, counter: Counter
+) -> list[Item]:
+    """``own`` (a definition of ``tools``, worth its tokens) as one item per tool it holds
+    (namespaces within flattened), each its compact JSON counted alone (as the whole was
+    counted), and ``own`` keeping what is
+    left (the wrapper, the namespace's description). Should the tools' counts exceed ``own``
+    (tokens do not add across a split), the largest give the excess back."""
+    items: list[Item] = []
+    for tool in tools:
+        name = _child_name(tool, prefix)
+        inner = nested_tools(tool) if tool.get("type") == "namespace" else []
+        tokens = counter.count_text(
+            json.dumps(tool, ensure_ascii=False, separators=(",", ":"), default=str)
+        )
+        server = tool_server(name, tool)
+        child = Item(own.kind, name, server or name, own.region, tokens, own.where)
+        items += _split_tools(child, inner, name, counter) if inner else [child]
+    left = own.tokens - sum(item.tokens for item in items)
+    while left < 0 and items:
+        largest = max(range(len(items)), key=lambda k: items[k].tokens)
+        cut = min(items[largest].tokens, -left)
+        items[largest] = dataclasses.replace(items[largest], tokens=items[largest].tokens - cut)
+        left += cut
+    rest = [dataclasses.replace(own, tokens=left)] if left > 0 else []
+    return [item for item in items if item.tokens] + rest
 
 
 def _result_items(
@@ -252,7 +309,7 @@ def message_items(
         elif isinstance(part, MediaPart):
             items.append(_media_item(part, tokens, where, message.role))
         elif (raw := raw_region(part)) is not None:
-            items.append(_raw_item(part, raw, tokens, where))
+            items += _raw_items(part, raw, tokens, counter, where)
         elif message.role in ("system", "developer") and not summary:
             items += _system_text(message, part, tokens, counter, where)
         else:
@@ -300,6 +357,11 @@ def tool_items(tools: tuple[ToolDefinition, ...], counter: Counter) -> list[Item
         tokens = counter.count_text(tool_definition_json(tool))
         server = tool_server(tool.name, tool.extra)
         raw = tool.extra.get(RAW)
+        inner = nested_tools(raw) if isinstance(raw, Mapping) else []
+        if inner:  # a namespace: its tools one by one
+            own = Item("tool_definition", tool.name, server or tool.name, "tools", tokens, where)
+            items += _split_tools(own, inner, tool.name, counter)
+            continue
         name = server if server and isinstance(raw, Mapping) else tool.name
         group = server or tool.name
         items += text_items(

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from compaction.messages._common import RAW
 from compaction.messages.model import (
     Context,
     MediaPart,
@@ -164,7 +165,13 @@ def _plain(value: object) -> Any:
 
 
 def tool_definition_json(tool: ToolDefinition) -> str:
-    """The JSON ctxweb counts for one tool: ``{"name", "description", "parameters"}``."""
+    """The JSON ctxweb counts for one tool: ``{"name", "description", "parameters"}``; a tool
+    kept verbatim (a type no adapter reads: a namespace of tools, a custom tool with its
+    grammar, a provider's server tool) counts as the compact JSON it was sent as, so that the
+    tools a namespace holds are counted too."""
+    raw = tool.extra.get(RAW)
+    if isinstance(raw, Mapping):  # compact, as a part kept verbatim is counted
+        return json.dumps(raw, ensure_ascii=False, separators=(",", ":"), default=_plain)
     body = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
     return json.dumps(body, ensure_ascii=False, default=_plain)
 

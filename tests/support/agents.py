@@ -713,10 +713,13 @@ def run_claude(
     return _run([str(CLAUDE), *args], workdir, env, timeout)
 
 
-def codex_configure(home: Path, base_url: str, headers: Mapping[str, str]) -> Path:
+def codex_configure(
+    home: Path, base_url: str, headers: Mapping[str, str], extra_config: str = ""
+) -> Path:
     """``$CODEX_HOME/config.toml`` as ctxweb's Connect page says (a model provider whose base
     URL is ctxweb's, the ctxweb key read from ``CTXWEB_API_KEY`` by ``env_http_headers``, other
-    headers in ``http_headers``); the ``CODEX_HOME`` folder."""
+    headers in ``http_headers``), then ``extra_config`` (more TOML tables, such as an MCP
+    server's); the ``CODEX_HOME`` folder."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     pairs = ", ".join(
@@ -730,7 +733,7 @@ def codex_configure(home: Path, base_url: str, headers: Mapping[str, str]) -> Pa
         'env_key = "OPENAI_API_KEY"\n'
         'wire_api = "responses"\n'
         'env_http_headers = { "X-Ctxweb-Key" = "CTXWEB_API_KEY" }\n'
-        f"http_headers = {{ {pairs} }}\n"
+        f"http_headers = {{ {pairs} }}\n" + (f"\n{extra_config}" if extra_config else "")
     )
     return codex_home
 
@@ -743,10 +746,11 @@ def run_codex(
     ctxweb_key: str | None,
     headers: Mapping[str, str] | None = None,
     timeout: float = 120,
+    extra_config: str = "",
 ) -> AgentRun:
     """``codex`` with ``args`` (e.g. ``exec "..."``), its configuration rewritten first (so
-    that a later run may change the headers)."""
-    codex_home = codex_configure(home, base_url, headers or {})
+    that a later run may change the headers; ``extra_config``: see :func:`codex_configure`)."""
+    codex_home = codex_configure(home, base_url, headers or {}, extra_config)
     env = _environment(home, CODEX_HOME=str(codex_home), OPENAI_API_KEY=PROVIDER_KEY)
     if ctxweb_key is not None:
         env["CTXWEB_API_KEY"] = ctxweb_key
