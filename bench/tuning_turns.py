@@ -264,6 +264,7 @@ def render(
     when: str,
     held_out: dict[str, list[dict[str, Any]]] | None = None,
     before: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
+    change: str | None = None,
 ) -> str:
     from record import machine
 
@@ -286,6 +287,8 @@ def render(
         "",
         _DEFINITION,
     ]
+    if change:
+        lines += ["", change]
     halves = [("tuning", "Tuning half", results)]
     if held_out:
         halves.append(("held-out", "Held-out half", held_out))
@@ -318,6 +321,7 @@ def main() -> None:
         type=Path,
         help="JSON saved by --save from the code before a change (same sitting), shown by kind",
     )
+    parser.add_argument("--change", help="a paragraph on the change measured, after the definition")
     args = parser.parse_args()
     import json
 
@@ -343,7 +347,8 @@ def main() -> None:
         print(json.dumps({"tuning": results, "held-out": held_out}, indent=1))
         return
     before = json.loads(args.before.read_text()) if args.before is not None else None
-    section = render(results, args.every, datetime.date.today().isoformat(), held_out, before)
+    when = datetime.date.today().isoformat()
+    section = render(results, args.every, when, held_out, before, args.change)
     print(section)
     if not args.no_write:
         write_section(SECTION, section)
