@@ -8,10 +8,10 @@ it inside the string that holds the pointer (the arguments stay valid JSON); a d
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
 When the room runs out, the fact lists' commas give way first (written compact, spaces only),
 then the summary's prose (its goal and next steps last), the digests' quotes of a turn's last
-reply and their tools lines, then the facts that cost the most tokens (an error name is kept
-before any other): the room keeps as many facts as it can buy. A long URL the room cannot buy
-whole is written short rather than not at all (its host and path, or its host and last
-segment: :func:`~._facts.short_url`), when that costs no fact written whole.
+reply and their tools lines, then the long URLs, then the facts that cost the most tokens (an
+error name is kept before any other): the room keeps as many facts as it can buy. A long URL the
+room cannot buy whole is written short rather than not at all (its host and path, or its host and
+last segment: :func:`~._facts.short_url`), when that costs no fact written whole.
 """
 
 from __future__ import annotations
@@ -204,6 +204,12 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
     carried = 0
     for carrier, new, count, short in chosen:
         message = draft.messages[carrier.position]
+        if carrier.part is not None:
+            # each carrier was rendered on the message as it stood; another part of the same
+            # message may have taken its line since: only this carrier's own part changes
+            parts = list(message.parts)
+            parts[carrier.part] = new.parts[carrier.part]
+            new = replace(message, parts=tuple(parts))
         cost = draft.tokens(new) - draft.tokens(message)
         draft.messages[carrier.position] = new
         if carrier.part is None and id(message) in inserted:
@@ -228,16 +234,27 @@ def _choose(draft: Draft, carriers: list[_Carrier], room: int) -> list[_Chosen]:
     When every assigned fact fits, every one is written, their lists separated by commas. When
     not, the lists are written compact (spaces only, about a token less a fact: the commas give
     way first), and the most facts the room buys: errors first, then the cheapest facts (fewest
-    tokens) of all the carriers, so one long path does not cost ten names; a carrier's facts
-    are still written in kind order. The longest prefix of that order whose lines fit is found
-    by bisection, each carrier's line rendered once per number of its facts. Then the long URLs
-    left out are written short (:func:`~._facts.short_url`), the shortest first, in the room
-    left: no fact written whole gives way for them."""
+    tokens) of all the carriers, so one long path does not cost ten names, and the long URLs
+    (those :func:`~._facts.short_url` can shorten) last; a carrier's facts are still written in
+    kind order. The longest prefix of that order whose lines fit is found by bisection, each
+    carrier's line rendered once per number of its facts. Then the long URLs left out are
+    written short (:func:`~._facts.short_url`), the shortest first, in the room left: no fact
+    written whole gives way for them."""
     live = [c for c in carriers if c.facts]
     if not live or room <= 0:
         return []
     whole = _chosen(draft, live, room, compact=False, whole_only=True)
     return whole if whole is not None else _chosen(draft, live, room, compact=True) or []
+
+
+def _group(fact: Fact) -> int:
+    """Which facts the room buys first: error names, then paths, names and short URLs (the
+    cheapest first), then the long URLs, which can still be written short when left out."""
+    if fact[0] == "errors":
+        return 0
+    if fact[0] == "urls" and short_url(fact[1]) is not None:
+        return 2
+    return 1
 
 
 def _chosen(
@@ -256,7 +273,7 @@ def _chosen(
     order: list[tuple[tuple[int, int, int, str], _Carrier, Fact]] = []
     for recency, carrier in enumerate(reversed(live)):
         for fact in carrier.facts:
-            key = (0 if fact[0] == "errors" else 1, draft.text_tokens(fact[1]), recency, fact[1])
+            key = (_group(fact), draft.text_tokens(fact[1]), recency, fact[1])
             order.append((key, carrier, fact))
     order.sort(key=lambda item: item[0])
     for _, carrier, fact in order:
