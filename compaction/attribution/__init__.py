@@ -9,6 +9,8 @@ calls made before it: :func:`call_targets`), so items can be computed once per m
 up. The items of each region add up exactly to that region of
 :func:`compaction.regions.context_regions` counted with the same counter, an ``unattributed``
 item per region holding the framing (message wrappers, the request's priming).
+:func:`item_labels` says which of a project overview's top lists (:data:`TOP_LISTS`) an item
+counts in, by the rules of :data:`LABEL_RULES`.
 
 Example:
     >>> from compaction.messages.model import (
@@ -53,11 +55,14 @@ from compaction.attribution._model import (
     Where,
     sum_items,
 )
+from compaction.attribution.labels import LABEL_RULES, TOP_LISTS, LabelRule, item_labels
 
 __all__ = [
     "KINDS",
+    "LABEL_RULES",
     "MAX_BLOCKS",
     "MAX_NAME_CHARS",
+    "TOP_LISTS",
     "Attribution",
     "Block",
     "CallTarget",
@@ -65,12 +70,14 @@ __all__ = [
     "ItemKey",
     "ItemKind",
     "ItemTotal",
+    "LabelRule",
     "Where",
     "call_files",
     "call_patch",
     "call_targets",
     "context_items",
     "instruction_blocks",
+    "item_labels",
     "message_items",
     "output_file",
     "patch_sections",

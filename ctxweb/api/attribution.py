@@ -17,10 +17,8 @@ All read rollup rows only.
 
 from __future__ import annotations
 
-import csv
 import datetime
-import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.http import HttpResponse
@@ -33,73 +31,22 @@ from rest_framework.views import APIView
 
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
-from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as attribution_selectors
-
-#: The longest range of days an overview covers (a day is one rollup row per session).
-MAX_RANGE_DAYS = 400
-#: The range of days an overview covers by default, ending today (UTC).
-DEFAULT_DAYS = 30
-#: The longest model, agent or session filter.
-MAX_FILTER_CHARS = 200
-#: The longest name of a top list's row (the rollups keep 500 characters).
-MAX_LABEL_CHARS = 500
-#: A spreadsheet runs a cell starting with one of these as a formula: such cells get a leading
-#: apostrophe (names come from whoever posts turns).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-_ITEM_COLUMNS = (
-    "kind",
-    "group",
-    "name",
-    "region",
-    "tokens_now",
-    "tokens_peak",
-    "token_turns",
-    "introduced",
-    "first_turn",
-    "last_turn",
-    "turns_present",
+from ctxweb.shapes import (
+    DEFAULT_DAYS,
+    ITEM_SESSION_COLUMNS,
+    MAX_FILTER_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_RANGE_DAYS,
+    OVERVIEW_TABLE_COLUMNS,
+    SESSION_TABLE_COLUMNS,
+    csv_download,
+    day_rows,
+    label_fits,
+    overview_text_filters,
+    parse_day,
+    range_error,
 )
-_TOP_COLUMNS = ("name", "tokens", "sessions", "turns")
-#: The session's tables and their CSV columns.
-SESSION_TABLES: dict[str, tuple[str, ...]] = {
-    "items": _ITEM_COLUMNS,
-    "growth": _ITEM_COLUMNS,
-    "files_reread": ("name", "reads", "tokens", "turns"),
-    "unreferenced_outputs": ("tool", "name", "turn", "tokens"),
-    "tools": ("name", "calls", "output_tokens", "median_output_tokens"),
-}
-#: The overview's tables and their CSV columns (``days``: one column per region).
-OVERVIEW_TABLES: dict[str, tuple[str, ...]] = {
-    "days": ("day", "sessions", "turns", "tokens", "cost", *USED_REGIONS),
-    "tools": _TOP_COLUMNS,
-    "mcp_servers": _TOP_COLUMNS,
-    "files": _TOP_COLUMNS,
-    "instructions": _TOP_COLUMNS,
-    "near_window": ("session", "peak_fill", "turns", "over_window_turns"),
-    "compactions": ("strategy", "count", "tokens_saved"),
-}
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        value = " ".join(str(v) for v in value)
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return "" if value is None else value
-
-
-def _csv(name: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> HttpResponse:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_cell(row.get(column)) for column in columns])
-    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]
-    response["Content-Disposition"] = f'attachment; filename="{safe}.csv"'
-    return response
 
 
 def _table(request: Request, tables: Mapping[str, Sequence[str]]) -> str | None:
@@ -124,11 +71,11 @@ class SessionAttributionApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request, external_id: str) -> Response | HttpResponse:
         session = require_session(require_access(request), external_id)
-        table = _table(request, SESSION_TABLES)
+        table = _table(request, SESSION_TABLE_COLUMNS)
         data = attribution_selectors.session_attribution(session=session)
         if table is not None:
             name = f"{session.external_id}-attribution-{table}"
-            return _csv(name, SESSION_TABLES[table], data[table])
+            return csv_download(name=name, columns=SESSION_TABLE_COLUMNS[table], rows=data[table])
         return Response(data)
 
 
@@ -136,10 +83,10 @@ def _day(request: Request, name: str) -> datetime.date | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        return datetime.date.fromisoformat(raw[:10])
-    except ValueError:
-        raise ApiError(f"Bad {name} date.", fields={name: "an ISO date: YYYY-MM-DD"}) from None
+    day = parse_day(raw)
+    if day is None:
+        raise ApiError(f"Bad {name} date.", fields={name: "an ISO date: YYYY-MM-DD"})
+    return day
 
 
 def overview_filters(request: Request) -> dict[str, Any]:
@@ -147,28 +94,26 @@ def overview_filters(request: Request) -> dict[str, Any]:
     today = timezone.now().astimezone(datetime.UTC).date()
     end = _day(request, "end") or today
     start = _day(request, "start") or end - datetime.timedelta(days=DEFAULT_DAYS - 1)
-    if end < start:
+    fault = range_error(start, end)
+    if fault == "order":
         raise ApiError("The end is before the start.", fields={"end": "on or after start"})
-    if (end - start).days + 1 > MAX_RANGE_DAYS:
+    if fault == "length":
         raise ApiError(
             f"A range holds at most {MAX_RANGE_DAYS} days.",
             fields={"start": f"at most {MAX_RANGE_DAYS} days before end"},
         )
-    filters: dict[str, Any] = {"start": start, "end": end}
-    for name in ("model", "agent", "source", "session"):
-        value = request.query_params.get(name, "").strip()
-        if len(value) > MAX_FILTER_CHARS:
+    values, faults = overview_text_filters(request.query_params)
+    for name, problem in faults.items():
+        if problem == "length":
             raise ApiError(
                 f"The {name} filter is too long.",
                 fields={name: f"at most {MAX_FILTER_CHARS} characters"},
             )
-        filters[name] = value or None
-    if filters["source"] is not None and filters["source"] not in attribution_selectors.SOURCES:
         raise ApiError(
             "Unknown source.",
             fields={"source": f"one of {', '.join(attribution_selectors.SOURCES)}"},
         )
-    return filters
+    return {"start": start, "end": end, **{name: value or None for name, value in values.items()}}
 
 
 class OverviewApi(APIView):
@@ -180,33 +125,18 @@ class OverviewApi(APIView):
     def get(self, request: Request) -> Response | HttpResponse:
         access = require_access(request)
         filters = overview_filters(request)
-        table = _table(request, OVERVIEW_TABLES)
+        table = _table(request, OVERVIEW_TABLE_COLUMNS)
         data = attribution_selectors.project_overview(project=access.project, **filters)
         if table is None:
             return Response(data)
         if table == "days":
-            rows: list[dict[str, Any]] = [
-                {**day, **{r: day["regions"].get(r, 0) for r in USED_REGIONS}}
-                for day in data["days"]
-            ]
+            rows: list[dict[str, Any]] = day_rows(data["days"])
         elif table in data["top"]:
             rows = data["top"][table]
         else:
             rows = data[table]
         name = f"overview-{table}-{filters['start'].isoformat()}-{filters['end'].isoformat()}"
-        return _csv(name, OVERVIEW_TABLES[table], rows)
-
-
-#: The sessions of one name of a top list, as CSV.
-ITEM_SESSION_COLUMNS = (
-    "session",
-    "token_turns",
-    "tokens_now",
-    "turns_present",
-    "turns",
-    "first_turn",
-    "last_turn",
-)
+        return csv_download(name=name, columns=OVERVIEW_TABLE_COLUMNS[table], rows=rows)
 
 
 class OverviewItemsApi(APIView):
@@ -242,7 +172,7 @@ class OverviewItemsApi(APIView):
                 fields={"category": f"one of {', '.join(attribution_selectors.TOP_LISTS)}"},
             )
         label = request.query_params.get("label", "")
-        if not label or len(label) > MAX_LABEL_CHARS:
+        if not label_fits(label):
             raise ApiError(
                 f"A label is required, at most {MAX_LABEL_CHARS} characters.",
                 fields={"label": f"1 to {MAX_LABEL_CHARS} characters"},
@@ -254,4 +184,4 @@ class OverviewItemsApi(APIView):
         if table is None:
             return Response(data)
         name = f"overview-{category}-sessions-{filters['start'].isoformat()}"
-        return _csv(name, ITEM_SESSION_COLUMNS, data["sessions"])
+        return csv_download(name=name, columns=ITEM_SESSION_COLUMNS, rows=data["sessions"])

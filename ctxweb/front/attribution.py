@@ -10,9 +10,7 @@ The numbers come from the rollups kept at ingest, through
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -27,134 +25,78 @@ from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as attribution_selectors
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.turns import GROUPED
+from ctxweb.shapes import (
+    DEFAULT_DAYS,
+    ITEM_SESSION_COLUMNS,
+    MAX_FILTER_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_RANGE_DAYS,
+    OVERVIEW_FILTERS,
+    OVERVIEW_TABLE_COLUMNS,
+    SESSION_TABLE_COLUMNS,
+    csv_download,
+    day_rows,
+    label_fits,
+    overview_text_filters,
+    parse_day,
+    range_error,
+)
 
 #: The overview's preset ranges, in days ending today (``range=custom`` takes ``start``/``end``).
 RANGES = {"7": "Last 7 days", "30": "Last 30 days", "90": "Last 90 days", "custom": "Custom"}
-DEFAULT_RANGE = "30"
-#: The longest custom range, in days: a year and a bit (a day's rollups are one row per day).
-MAX_RANGE_DAYS = 400
-#: The longest model, agent, source or session filter a URL may carry.
-MAX_FILTER_CHARS = 200
-#: A spreadsheet runs a cell starting with one of these as a formula: such cells are written
-#: with a leading apostrophe (names are chosen by whoever posts turns).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+DEFAULT_RANGE = str(DEFAULT_DAYS)
+
+
+def _titled(
+    titles: dict[str, str], columns: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    return {name: (title, columns[name]) for name, title in titles.items()}
+
 
 #: The overview's tables: name -> (title, columns). Each is a CSV download.
-OVERVIEW_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "tools": ("Top tools", ("name", "tokens", "sessions", "turns")),
-    "mcp_servers": ("MCP servers", ("name", "tokens", "sessions", "turns")),
-    "files": ("Files", ("name", "tokens", "sessions", "turns")),
-    "instructions": ("Instruction blocks", ("name", "tokens", "sessions", "turns")),
-    "near_window": (
-        "Sessions near or past their window",
-        ("session", "peak_fill", "turns", "over_window_turns"),
-    ),
-    "compactions": ("Compactions by strategy", ("strategy", "count", "tokens_saved")),
-    "days": ("Days", ("day", "sessions", "turns", "tokens", "cost", *USED_REGIONS)),
-}
-#: The columns of the sessions holding one name of a top list (``/overview/items/``).
-ITEM_SESSION_COLUMNS = (
-    "session",
-    "token_turns",
-    "tokens_now",
-    "turns_present",
-    "turns",
-    "first_turn",
-    "last_turn",
+OVERVIEW_TABLES = _titled(
+    {
+        "tools": "Top tools",
+        "mcp_servers": "MCP servers",
+        "files": "Files",
+        "instructions": "Instruction blocks",
+        "near_window": "Sessions near or past their window",
+        "compactions": "Compactions by strategy",
+        "days": "Days",
+    },
+    OVERVIEW_TABLE_COLUMNS,
 )
-#: The longest name of a top list's row a URL may carry (the rollups keep 500 characters).
-MAX_LABEL_CHARS = 500
 #: The session page's tables: name -> (title, columns).
-SESSION_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "items": (
-        "Items by token-turns",
-        (
-            "kind",
-            "group",
-            "name",
-            "region",
-            "tokens_now",
-            "tokens_peak",
-            "token_turns",
-            "introduced",
-            "first_turn",
-            "last_turn",
-            "turns_present",
-        ),
-    ),
-    "growth": (
-        "Items that grew the context most",
-        (
-            "kind",
-            "group",
-            "name",
-            "region",
-            "tokens_now",
-            "tokens_peak",
-            "token_turns",
-            "introduced",
-            "first_turn",
-            "last_turn",
-            "turns_present",
-        ),
-    ),
-    "files_reread": ("Files read more than once", ("name", "reads", "tokens", "turns")),
-    "unreferenced_outputs": (
-        "Tool outputs never referred to again",
-        ("tool", "name", "turn", "tokens"),
-    ),
-    "tools": ("Per tool", ("name", "calls", "output_tokens", "median_output_tokens")),
-}
+SESSION_TABLES = _titled(
+    {
+        "items": "Items by token-turns",
+        "growth": "Items that grew the context most",
+        "files_reread": "Files read more than once",
+        "unreferenced_outputs": "Tool outputs never referred to again",
+        "tools": "Per tool",
+    },
+    SESSION_TABLE_COLUMNS,
+)
 
 
-# --- CSV ----------------------------------------------------------------------------------------
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        value = " ".join(str(v) for v in value)
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return "" if value is None else value
-
-
-def csv_response(
-    *, filename: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]
+def _csv_table(
+    request: HttpRequest,
+    tables: dict[str, tuple[str, tuple[str, ...]]],
+    rows: Mapping[str, list[dict[str, Any]]],
+    name: Callable[[str], str],
 ) -> HttpResponse:
-    """``rows`` as a CSV download: a header of ``columns``, then one line per row."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_cell(row.get(c)) for c in columns])
-    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
-def _csv_name(*parts: str) -> str:
-    # Session ids and filters are anyone's text: keep the file name to safe characters.
-    text = "-".join(p for p in parts if p)
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120] + ".csv"
-
-
-def _bad_table(table: str, tables: Iterable[str]) -> HttpResponse:
-    names = ", ".join(tables)
-    return HttpResponse(
-        f"Unknown table {table[:40]!r}: one of {names}.",
-        status=400,
-        content_type="text/plain; charset=utf-8",
-    )
+    """The table ``?table=`` names as a CSV download named ``name(table)``, or a 400."""
+    table = request.GET.get("table", "")
+    if table not in tables:
+        return HttpResponse(
+            f"Unknown table {table[:40]!r}: one of {', '.join(tables)}.",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    return csv_download(name=name(table), columns=tables[table][1], rows=rows[table])
 
 
 # --- overview -----------------------------------------------------------------------------------
-
-
-def _parse_day(raw: str) -> date | None:
-    try:
-        return date.fromisoformat(raw.strip()[:10])
-    except ValueError:
-        return None
 
 
 def overview_filters(params: Any, *, today: date) -> tuple[dict[str, Any], list[str]]:
@@ -168,29 +110,35 @@ def overview_filters(params: Any, *, today: date) -> tuple[dict[str, Any], list[
     start: date | None
     end: date | None
     if range_ == "custom":
-        start, end = _parse_day(params.get("start", "")), _parse_day(params.get("end", ""))
+        start = parse_day(params.get("start", "").strip())
+        end = parse_day(params.get("end", "").strip())
         if start is None or end is None:
             errors.append("A custom range needs a start and an end date (YYYY-MM-DD).")
-        elif end < start:
+        elif range_error(start, end) == "order":
             errors.append("The end date is before the start date.")
-        elif (end - start).days + 1 > MAX_RANGE_DAYS:
+        elif range_error(start, end) == "length":
             errors.append(f"A range holds at most {MAX_RANGE_DAYS} days.")
         if errors:
             range_, start, end = DEFAULT_RANGE, None, None
     if range_ != "custom" or start is None or end is None:
         end = today
         start = today - timedelta(days=int(range_) - 1)
-    text: dict[str, str] = {}
-    for name in ("model", "agent", "source", "session"):
-        value = params.get(name, "").strip()
-        if len(value) > MAX_FILTER_CHARS:
+    text, faults = overview_text_filters(params)
+    for name, problem in faults.items():
+        if problem == "length":
             errors.append(f"The {name} filter holds at most {MAX_FILTER_CHARS} characters.")
-            value = ""
-        text[name] = value
-    if text["source"] and text["source"] not in attribution_selectors.SOURCES:
-        errors.append(f"Unknown source: one of {', '.join(attribution_selectors.SOURCES)}.")
-        text["source"] = ""
+        else:
+            errors.append(f"Unknown source: one of {', '.join(attribution_selectors.SOURCES)}.")
     return {"range": range_, "start": start, "end": end, **text}, errors
+
+
+def _selected(filters: dict[str, Any]) -> dict[str, Any]:
+    # The selectors' arguments: no filter is None.
+    return {
+        "start": filters["start"],
+        "end": filters["end"],
+        **{name: filters[name] or None for name in OVERVIEW_FILTERS},
+    }
 
 
 def _query(filters: dict[str, Any], **changes: str) -> str:
@@ -224,17 +172,6 @@ def every_day(days: list[dict[str, Any]], *, start: date, end: date) -> list[dic
     return out
 
 
-def _day_rows(days: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # A region without tokens that day is a 0 in its column, whether or not the day names it.
-    return [
-        {
-            **{k: v for k, v in d.items() if k != "regions"},
-            **{r: d["regions"].get(r, 0) for r in USED_REGIONS},
-        }
-        for d in days
-    ]
-
-
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     """``/overview/``: the project's tokens, tools, files and windows over a range of days."""
@@ -243,34 +180,18 @@ def overview(request: HttpRequest) -> HttpResponse:
     filters, errors = overview_filters(request.GET, today=timezone.now().astimezone(UTC).date())
     data = attribution_selectors.project_overview(
         project=access.project,
-        start=filters["start"],
-        end=filters["end"],
-        model=filters["model"] or None,
-        agent=filters["agent"] or None,
-        source=filters["source"] or None,
-        session=filters["session"] or None,
+        **_selected(filters),
     )
     days = every_day(data["days"], start=filters["start"], end=filters["end"])
     tables: dict[str, list[dict[str, Any]]] = {
         **data["top"],
         "near_window": data["near_window"],
         "compactions": data["compactions"],
-        "days": _day_rows(days),
+        "days": day_rows(days),
     }
     if request.GET.get("format") == "csv":
-        table = request.GET.get("table", "")
-        if table not in OVERVIEW_TABLES:
-            return _bad_table(table, OVERVIEW_TABLES)
-        return csv_response(
-            filename=_csv_name(
-                "overview",
-                table,
-                filters["start"].isoformat(),
-                filters["end"].isoformat(),
-            ),
-            columns=OVERVIEW_TABLES[table][1],
-            rows=tables[table],
-        )
+        span = f"{filters['start'].isoformat()}-{filters['end'].isoformat()}"
+        return _csv_table(request, OVERVIEW_TABLES, tables, lambda t: f"overview-{t}-{span}")
     top = [
         {
             "name": name,
@@ -353,7 +274,7 @@ def overview_items(request: HttpRequest) -> HttpResponse:
             OVERVIEW_TABLES[name][0].lower() for name in attribution_selectors.TOP_LISTS
         )
         problem = f"Unknown list {category[:40]!r}: one of {titles}."
-    elif not label or len(label) > MAX_LABEL_CHARS:
+    elif not label_fits(label):
         problem = f"Which name? A name of the list, 1 to {MAX_LABEL_CHARS} characters."
     data = None
     if problem is None:
@@ -361,18 +282,13 @@ def overview_items(request: HttpRequest) -> HttpResponse:
             project=access.project,
             category=category,
             label=label,
-            start=filters["start"],
-            end=filters["end"],
-            model=filters["model"] or None,
-            agent=filters["agent"] or None,
-            source=filters["source"] or None,
-            session=filters["session"] or None,
+            **_selected(filters),
         )
     if request.GET.get("format") == "csv":
         if data is None:
             return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
-        return csv_response(
-            filename=_csv_name("overview", category, "sessions", filters["start"].isoformat()),
+        return csv_download(
+            name=f"overview-{category}-sessions-{filters['start'].isoformat()}",
             columns=ITEM_SESSION_COLUMNS,
             rows=data["sessions"],
         )
@@ -441,13 +357,8 @@ def session_attribution(request: HttpRequest, external_id: str) -> HttpResponse:
     session = page_session(access, external_id)
     data = attribution_selectors.session_attribution(session=session)
     if request.GET.get("format") == "csv":
-        table = request.GET.get("table", "")
-        if table not in SESSION_TABLES:
-            return _bad_table(table, SESSION_TABLES)
-        return csv_response(
-            filename=_csv_name(session.external_id, "attribution", table),
-            columns=SESSION_TABLES[table][1],
-            rows=data[table],
+        return _csv_table(
+            request, SESSION_TABLES, data, lambda t: f"{session.external_id}-attribution-{t}"
         )
 
     def turn_url(index: int) -> str:

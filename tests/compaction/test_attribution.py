@@ -14,13 +14,17 @@ from hypothesis import strategies as st
 
 import compaction.attribution
 from compaction.attribution import (
+    KINDS,
+    LABEL_RULES,
     MAX_BLOCKS,
     MAX_NAME_CHARS,
+    TOP_LISTS,
     Attribution,
     Item,
     call_files,
     context_items,
     instruction_blocks,
+    item_labels,
     message_items,
     output_file,
     sum_items,
@@ -49,6 +53,7 @@ def test_the_public_api_is_pinned() -> None:
     assert sorted(compaction.attribution.__all__) == sorted(
         [
             "KINDS",
+            "LABEL_RULES",
             "MAX_BLOCKS",
             "MAX_NAME_CHARS",
             "Attribution",
@@ -58,12 +63,15 @@ def test_the_public_api_is_pinned() -> None:
             "ItemKey",
             "ItemKind",
             "ItemTotal",
+            "LabelRule",
+            "TOP_LISTS",
             "Where",
             "call_files",
             "call_patch",
             "call_targets",
             "context_items",
             "instruction_blocks",
+            "item_labels",
             "message_items",
             "output_file",
             "patch_sections",
@@ -821,3 +829,82 @@ def test_a_reused_call_id_names_the_latest_call() -> None:
     assert [(i.kind, i.name) for i in standalone if i.kind != "unattributed"] == [
         ("tool_call", "bash")
     ]
+
+
+# --- the overview's top lists ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("region", "kind", "name", "group", "labels"),
+    [
+        ("tool_calls", "tool_call", "Read", "Read", [("tools", "Read")]),
+        ("tool_results", "tool_output", "Bash", "Bash", [("tools", "Bash")]),
+        (
+            "tool_results",
+            "file",
+            "/src/app.py",
+            "Read",
+            [("tools", "Read"), ("files", "/src/app.py")],
+        ),
+        ("user", "file", "/src/app.py", "str_replace_editor", [("files", "/src/app.py")]),
+        ("tool_results", "unattributed", "", "", []),
+        ("tools", "tool_definition", "Read", "Read", []),
+        (
+            "tools",
+            "tool_definition",
+            "mcp__github__get_issue",
+            "github",
+            [("mcp_servers", "github")],
+        ),
+        (
+            "tool_calls",
+            "tool_call",
+            "mcp__github__get_issue",
+            "github",
+            [("tools", "github"), ("mcp_servers", "github")],
+        ),
+        ("system", "instruction", "CLAUDE.md", "", [("instructions", "CLAUDE.md")]),
+        (
+            "tool_results",
+            "instruction",
+            "system-reminder",
+            "Read",
+            [("tools", "Read"), ("instructions", "system-reminder")],
+        ),
+        ("user", "message_text", "user", "", []),
+        ("system", "system_prompt", "system", "", []),
+    ],
+)
+def test_an_item_counts_in_the_top_lists_of_its_kind_region_and_group(
+    region: str, kind: str, name: str, group: str, labels: list[tuple[str, str]]
+) -> None:
+    assert item_labels(region, kind, name, group) == labels
+
+
+def test_the_top_lists_are_the_rules_categories_once_each() -> None:
+    assert TOP_LISTS == ("tools", "mcp_servers", "files", "instructions")
+    assert [rule.category for rule in LABEL_RULES] == list(TOP_LISTS)
+    assert {rule.label_field for rule in LABEL_RULES} <= {"name", "group"}
+
+
+@given(
+    region=st.sampled_from(["system", "tools", "tool_calls", "tool_results", "user", "assistant"]),
+    kind=st.sampled_from(KINDS),
+    name=st.text(max_size=8),
+    group=st.text(max_size=8),
+)
+def test_an_item_counts_in_a_list_at_most_once_under_its_name_or_group(
+    region: str, kind: str, name: str, group: str
+) -> None:
+    labels = item_labels(region, kind, name, group)
+    categories = [category for category, _ in labels]
+    assert len(set(categories)) == len(categories)
+    assert set(categories) <= set(TOP_LISTS)
+    for rule in LABEL_RULES:
+        held = (rule.category, name if rule.label_field == "name" else group) in labels
+        assert held == rule.holds(region, kind, name, group)
+    if kind == "unattributed" or (
+        region not in ("tool_calls", "tool_results")
+        and kind in ("message_text", "system_prompt", "reasoning", "summary", "image")
+    ):
+        assert labels == []

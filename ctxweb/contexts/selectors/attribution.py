@@ -33,7 +33,15 @@ from django.db.models import (
 )
 from django.db.models.functions import RowNumber
 
-from compaction.attribution import Attribution, ItemKey, ItemTotal, context_items, sum_items
+from compaction.attribution import (
+    LABEL_RULES,
+    Attribution,
+    ItemKey,
+    ItemTotal,
+    context_items,
+    sum_items,
+)
+from compaction.attribution import TOP_LISTS as TOP_LISTS  # re-exported for the interfaces
 from compaction.regions import REGIONS, USED_REGIONS
 from compaction.tokens import TokenCache, TokenCounter, get_tokenizer
 from ctxweb.accounts.models import Project
@@ -233,8 +241,6 @@ SESSION_ITEMS, SESSION_GROWTH, SESSION_LIST = 50, 20, 50
 TURNS_PER_FILE = 20
 #: Rows per top list, sessions near their window listed, of a project's overview.
 TOP_ITEMS, NEAR_WINDOW_ROWS = 20, 50
-#: The overview's top lists (:func:`ctxweb.contexts.services.attribution.item_labels`).
-TOP_LISTS = ("tools", "mcp_servers", "files", "instructions")
 #: A session's peak fill (tokens over window less reserve) that counts as near its window.
 NEAR_WINDOW = 0.9
 #: The sources a session comes from, as filters name them; any other stored source (the
@@ -565,23 +571,23 @@ def project_overview(
 
 #: Sessions listed for one name of a top list, at most and by default.
 ITEM_SESSIONS_MAX, ITEM_SESSIONS = 200, 50
-# Which items a label stands for: the mirror of
-# :func:`ctxweb.contexts.services.attribution.item_labels` (selectors may not import services;
-# tests/ctxweb/contexts/test_overview_items.py checks the two agree).
-LABEL_TOOL_REGIONS = ("tool_calls", "tool_results")
-LABEL_MCP_KINDS = ("tool_definition", "tool_call", "tool_output")
 
 
 def label_items(*, category: str, label: str) -> Q:
-    """The :class:`AttributionItem` rows counted under ``label`` in the top list ``category``."""
-    if category == "tools":
-        return Q(region__in=LABEL_TOOL_REGIONS, group=label) & ~Q(kind="unattributed")
-    if category == "mcp_servers":
-        return Q(kind__in=LABEL_MCP_KINDS, group=label) & ~Q(name=F("group"))
-    if category == "files":
-        return Q(kind="file", name=label)
-    if category == "instructions":
-        return Q(kind="instruction", name=label)
+    """The :class:`AttributionItem` rows counted under ``label`` in the top list ``category``:
+    the query form of the rule :func:`compaction.attribution.item_labels` files items by."""
+    for rule in LABEL_RULES:
+        if rule.category == category:
+            query = Q(**{rule.label_field: label})
+            if rule.regions:
+                query &= Q(region__in=rule.regions)
+            if rule.kinds:
+                query &= Q(kind__in=rule.kinds)
+            if rule.excluded_kinds:
+                query &= ~Q(kind__in=rule.excluded_kinds)
+            if rule.distinct_group:
+                query &= ~Q(name=F("group"))
+            return query
     raise ValueError(f"category must be one of {', '.join(TOP_LISTS)}")
 
 

@@ -28,6 +28,7 @@ from compaction.attribution import (
     CallTarget,
     Item,
     call_targets,
+    item_labels,
     message_items,
     system_items,
     tool_items,
@@ -606,25 +607,6 @@ _LABEL_UPDATE = (
     "tokens_now = {t}.tokens_now + excluded.tokens_now, "
     "since = excluded.since"
 )
-_TOOL_REGIONS = ("tool_calls", "tool_results")
-_MCP_KINDS = ("tool_definition", "tool_call", "tool_output")
-
-
-def item_labels(region: str, kind: str, name: str, group: str) -> list[tuple[str, str]]:
-    """The overview's top lists an item counts in, and under which name: ``tools`` (a tool's
-    calls and outputs, files included, by its group: the tool, or its MCP server),
-    ``mcp_servers`` (definitions, calls and outputs of a tool grouped under a server),
-    ``files`` and ``instructions`` (by name)."""
-    labels: list[tuple[str, str]] = []
-    if region in _TOOL_REGIONS and kind != "unattributed":
-        labels.append(("tools", group))
-    if kind in _MCP_KINDS and group != name:
-        labels.append(("mcp_servers", group))
-    if kind == "file":
-        labels.append(("files", name))
-    elif kind == "instruction":
-        labels.append(("instructions", name))
-    return labels
 
 
 def _labels_statements(
