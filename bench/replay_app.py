@@ -212,6 +212,12 @@ def production(args: argparse.Namespace) -> tuple[str, list[str]]:
         " also loads the session from the database). Load average when it finished:"
         f" {load:.1f} (other work on the machine)."
     )
+    slowest = max(replay["results"], key=lambda c: c["seconds"])
+    description += (
+        f" The wait follows the slowest column, {slowest['label']} ({slowest['seconds']:.1f} s"
+        f" of walking), with {args.concurrency} worker processes for"
+        f" {len(replay['results'])} columns."
+    )
     rows = [
         f"| production: POST replays (queued) | {posted:.2f} | 202 | |",
         f"| production: POST to succeeded, results read (waited) | {waited:.2f} | {polls} polls"

@@ -135,6 +135,9 @@ def main() -> None:
                     row["turns"] += len(column["turns"])
                     row["seconds"] += column["seconds"]
                     row["compactions"] += totals["compactions"]
+                    row["grew"] += sum(
+                        1 for c in column["compactions"] if c["after"] >= c["before"]
+                    )
                     row["compacting"] += 1 if totals["compactions"] else 0
                     row["input"] += totals["input_tokens"]
                     row["recorded_input"] += recorded["totals"]["input_tokens"]
@@ -162,8 +165,9 @@ def main() -> None:
             rows.append(
                 f"| {mode} | {label} | {int(row['sessions'])} | {int(row['turns']):,} |"
                 f" {row['seconds']:.2f} | {int(row['compactions'])} ({int(row['compacting'])}"
-                f" sessions) | {input_ratio:.1%} | {cost} | {int(row['facts'])} |"
-                f" {int(row['over'])} | {int(row['errors'])} | {int(row['problems'])} |"
+                f" sessions) | {int(row['grew'])} | {input_ratio:.1%} | {cost} |"
+                f" {int(row['facts'])} | {int(row['over'])} | {int(row['errors'])} |"
+                f" {int(row['problems'])} |"
             )
     description = (
         f"Every file of `../shared/data/transcripts` ({len(files)} files, {len(sessions)}"
@@ -179,8 +183,17 @@ def main() -> None:
         " price, with the session's cache rule). Problems: what the test's checks"
         " (`tests/support/replays.py`) found in the columns: the last turn reached, cache reads"
         " within the input, costs not negative, compactions only above the trigger, totals and"
-        " peak fill as the turns give them. " + ". ".join(notes) + ". One run, on a machine"
-        " shared with other work (the CPU times are the steadier measure)."
+        " peak fill as the turns give them. Grew: compactions whose result was no smaller than"
+        " the call they compacted (a summary longer than the few messages it replaced: tau-bench's"
+        " sessions are 1,000 to 5,000 tokens, their windows a few hundred tokens above"
+        " that under the tight window); turns over: calls above the usable limit, which as"
+        " recorded never passes under the tight window, so every one is a policy's doing."
+        " Facts lost: paths, names, errors and URLs gone for good (`compaction.facts`)."
+        " OpenCode's prune drops tool outputs past the newest 40K tokens of them, and only when"
+        " 20K can go: none of these sessions is long enough. "
+        + ". ".join(notes)
+        + ". One run, on a machine shared with other"
+        " work (the CPU times are the steadier measure)."
     )
     report(
         SECTION,
@@ -193,6 +206,7 @@ def main() -> None:
             "turns",
             "seconds",
             "compactions",
+            "grew",
             "input vs recorded",
             "cost vs recorded",
             "facts lost",

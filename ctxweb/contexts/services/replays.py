@@ -532,9 +532,13 @@ def _inputs(replay: Replay) -> dict[str, Any]:
             context=turn.context,
             window=turn.window,
             reserve=turn.max_output_tokens or session.output_reserve,
-            # What the provider counted beyond the context stays in every call, as ingest
-            # stores it: as recorded then gives each stored turn's total exactly.
-            reported_input_tokens=turn.reported_input_tokens,
+            # The stored total (ingest's count plus what the provider reported beyond it) is
+            # what the engine takes as reported: whatever it holds beyond the engine's count of
+            # the context stays in every call, and as recorded gives each stored total exactly.
+            # Not the provider's report alone: a context read back can count fewer tokens than
+            # ingest counted (PostgreSQL's jsonb reorders a tool schema's keys: 4 tokens a call
+            # on the generated session), and the call cost what was stored.
+            reported_input_tokens=turn.total_tokens,
         )
         for turn in selectors.replay_turn_contexts(session=session, turns=recorded)
     ]

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from compaction.errors import StrategyError
@@ -290,6 +291,31 @@ def test_a_turn_posted_after_the_replay_was_asked_for_is_not_in_it(
     assert replay.status == "succeeded", replay.error
     assert replay.done == replay.total == TURNS * 2
     assert [len(column["turns"]) for column in replay.results] == [TURNS, TURNS]
+
+
+def test_as_recorded_keeps_what_was_stored_when_the_context_reads_back_smaller(
+    session: Session, commit: Any
+) -> None:
+    # A context read back from the database can count fewer tokens than ingest counted
+    # (PostgreSQL's jsonb reorders a tool schema's keys): the stored totals are what the calls
+    # cost, and every column keeps the difference, as it keeps what the provider reported beyond.
+    counted = recorded(session)
+    Turn.objects.filter(session=session).update(
+        counted_tokens=F("counted_tokens") + 4, total_tokens=F("total_tokens") + 4
+    )
+    stored = recorded(session)
+    assert stored == [total + 4 for total in counted]
+    replay = commit(
+        lambda: replays.replay_create(
+            session=session, policies=[{"strategy": "nanobot-trim", "trigger": {"tokens": 10**8}}]
+        )
+    )
+    replay.refresh_from_db()
+    as_recorded, never = replay.results
+    assert [t["total"] for t in as_recorded["turns"]] == stored
+    assert as_recorded["totals"]["input_tokens"] == sum(stored)
+    assert [t["total"] for t in never["turns"]] == stored  # never fires: the same calls
+    assert all(t["regions"]["unattributed"] >= 4 for t in as_recorded["turns"])
 
 
 def test_progress_never_passes_the_total(session: Session) -> None:
