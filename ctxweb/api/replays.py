@@ -141,8 +141,9 @@ class ReplayCreateApi(APIView):
         """Replay the session under one to six policies ``{"label"?, "strategy", "params"?,
         "trigger"?}`` (operators and operator keys): ``202`` with the replay to follow at
         ``url`` (also ``Location``); column 0 is the session as recorded. A session without
-        turns is a 409; a project already running ``CTXWEB_REPLAYS_ACTIVE_PER_PROJECT``
-        replays, a 429."""
+        turns is a 409; a session of more than ``CTXWEB_REPLAY_MAX_TURNS`` turns, a 400
+        naming its count (``fields.session``); a project already running
+        ``CTXWEB_REPLAYS_ACTIVE_PER_PROJECT`` replays, a 429."""
         access = require_access(request)
         session = require_session(access, external_id)
         require_operator(access)
@@ -158,6 +159,8 @@ class ReplayCreateApi(APIView):
             )
         except replays.ReplayUnavailable as exc:
             raise conflict(exc.reason, exc.path) from None
+        except replays.ReplayTooLong as exc:
+            return error_response("invalid", str(exc), status.HTTP_400_BAD_REQUEST, exc.fields())
         except replays.ReplayBusy as exc:
             busy = error_response("busy", str(exc), status.HTTP_429_TOO_MANY_REQUESTS)
             busy["Retry-After"] = "5"

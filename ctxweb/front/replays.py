@@ -152,6 +152,8 @@ def replay_list(request: HttpRequest, external_id: str) -> HttpResponse:
                 form.add_error(None, f"Not replayed: the {problem.path} {problem.reason}.")
             except replays.ReplayBusy as problem:
                 form.add_error(None, str(problem))
+            except replays.ReplayTooLong as problem:
+                form.add_error(None, f"Not replayed: {problem}")
             else:
                 return redirect("session-replay", session.external_id, replay.pk)
         status = 400
@@ -171,6 +173,7 @@ def replay_list(request: HttpRequest, external_id: str) -> HttpResponse:
             "presets": form.preset_list,
             "picked": set(request.POST.getlist("presets")),
             "maximum": replays.MAX_POLICIES,
+            "max_turns": replays.replay_max_turns(),
             "rows": rows,
             "live": live_urls(external_id=session.external_id, project_id=session.project_id),
             "progress": [

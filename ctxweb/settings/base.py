@@ -432,9 +432,11 @@ CTXWEB_UNREAD_CALLS_PER_PROJECT = envint("CTXWEB_UNREAD_CALLS_PER_PROJECT", 1000
 
 # Replays (ctxweb.contexts.services.replays): a session keeps its newest CTXWEB_REPLAYS_KEPT (older
 # finished ones are deleted when one is created); a project runs at most
-# CTXWEB_REPLAYS_ACTIVE_PER_PROJECT at once (the next is refused: 429 through the API).
+# CTXWEB_REPLAYS_ACTIVE_PER_PROJECT at once (the next is refused: 429 through the API). A session of
+# more than CTXWEB_REPLAY_MAX_TURNS turns is not replayed (a 400 through the API, naming its count).
 CTXWEB_REPLAYS_KEPT = envint("CTXWEB_REPLAYS_KEPT", 20)
 CTXWEB_REPLAYS_ACTIVE_PER_PROJECT = envint("CTXWEB_REPLAYS_ACTIVE_PER_PROJECT", 2)
+CTXWEB_REPLAY_MAX_TURNS = envint("CTXWEB_REPLAY_MAX_TURNS", 5000)
 
 CTXWEB_LLM_PROVIDER = os.environ.get("CTXWEB_LLM_PROVIDER", "")
 CTXWEB_LLM_BASE_URL = os.environ.get("CTXWEB_LLM_BASE_URL", "")

@@ -40,6 +40,7 @@ from compaction.strategies import get_strategy, list_strategies
 from compaction.summarizers import FactSummarizer
 from compaction.tokens import TokenCounter, encoding_for_model, get_tokenizer
 from compaction.transcripts import parse_transcript
+from tests.support.replays import column_problems
 
 
 class Words:
@@ -214,6 +215,46 @@ def test_a_compaction_at_the_call_over_the_trigger_shrinks_the_next_call() -> No
     assert data["label"] == "clear"
     assert data["strategy"] == "anthropic-clear-tool-uses"
     assert data["params"] == {"trigger": 0, "keep": 1}
+
+
+def test_the_checks_of_every_real_replay_find_what_is_wrong_with_a_column() -> None:
+    # tests/support/replays.py checks every column of every real transcript's replay: it passes
+    # the engine's columns and names each thing wrong with a broken one.
+    price = ModelPrice(input=2.0, cache_write=2.0, cache_read=0.5)
+    indexes = [0, 1, 2, 3]
+    recorded = run(session(), ReplayPolicy("as recorded"), price=price)
+    compacted = run(session(), CLEAR, price=price)
+    assert column_problems(recorded, indexes=indexes) == []
+    assert column_problems(compacted, indexes=indexes) == []
+    assert compacted["compactions"] == [{"turn": 2, "before": 1331, "after": 1135, "artifacts": 1}]
+
+    def broken(data: dict[str, Any], change: Any) -> list[str]:
+        copy = json.loads(json.dumps(data))
+        change(copy)
+        return column_problems(copy, indexes=indexes)
+
+    def first_turn(key: str, value: Any) -> Any:
+        return lambda c: c["turns"][0].__setitem__(key, value)
+
+    assert broken(compacted, lambda c: c["turns"].pop()) == [
+        "clear: walked turns [0, 1, 2]..., not to [3]"
+    ]
+    assert broken(compacted, lambda c: c["errors"].append({"turn": 1, "error": "x"}))
+    assert any("cache read 2000" in p for p in broken(recorded, first_turn("cache_read", 2000)))
+    assert any("negative cost" in p for p in broken(recorded, first_turn("cost", -1.0)))
+    assert any("over_window" in p for p in broken(recorded, first_turn("over_window", True)))
+    assert any(
+        "peak_fill" in p for p in broken(recorded, lambda c: c["totals"].update(peak_fill=2))
+    )
+    assert any(
+        "as recorded compacted" in p for p in broken(recorded, first_turn("compacted", True))
+    )
+    under = broken(compacted, lambda c: c.update(trigger={"tokens": 1331}))
+    assert under == ["clear: compaction at 2 from 1331 under its trigger 1331"]
+    assert any(
+        "without a compaction" in p
+        for p in broken(recorded, lambda c: c["facts_lost"].update(count=1, by_kind={"path": 1}))
+    )
 
 
 def test_openai_reads_the_shared_prefix_in_steps_of_128_after_a_compaction() -> None:

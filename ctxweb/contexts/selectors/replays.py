@@ -98,6 +98,8 @@ class RecordedTurn:
     window: int
     max_output_tokens: int | None
     reported_input_tokens: int | None
+    #: the stored total: ctxweb's count at ingest plus what the provider reported beyond it
+    total_tokens: int
 
 
 def replay_turn_contexts(
@@ -105,7 +107,7 @@ def replay_turn_contexts(
 ) -> Iterator[RecordedTurn]:
     """Every turn of the session in order (the first ``turns`` only, when given), its context
     rebuilt as :func:`~ctxweb.contexts.selectors.turn_context` does, with its window, max output
-    tokens and the input tokens the provider reported.
+    tokens, the input tokens the provider reported and the stored total.
 
     Turns are read ``chunk`` at a time with their message ids (keyframes and deltas); each
     message, system prompt and tool set is read and parsed once, and the contexts of all the
@@ -133,6 +135,7 @@ def replay_turn_contexts(
                 "context_window",
                 "request_extra",
                 "reported_input_tokens",
+                "total_tokens",
             )[:size]
         )
         if not rows:
@@ -150,9 +153,10 @@ def replay_turn_contexts(
         new_tools = {row[4] for row in rows if row[4] is not None} - toolsets.keys()
         for toolset in ToolSet.objects.filter(pk__in=new_tools):
             toolsets[toolset.pk] = _tools(toolset)
-        for (index, _, _, system, tools, max_output, window, extra, reported), found in zip(
-            rows, lists, strict=True
-        ):
+        for (
+            (index, _, _, system, tools, max_output, window, extra, reported, total),
+            found,
+        ) in zip(rows, lists, strict=True):
             context = Context(
                 format=session.format,  # type: ignore[arg-type]
                 messages=tuple(messages[i] for i in found),
@@ -161,7 +165,7 @@ def replay_turn_contexts(
                 max_output_tokens=max_output,
                 extra=extra,
             )
-            yield RecordedTurn(index, context, window, max_output, reported)
+            yield RecordedTurn(index, context, window, max_output, reported, total)
         last = rows[-1][0]
         if left is not None:
             left -= len(rows)

@@ -10,6 +10,9 @@ Celery task sends one task a column (:data:`COLUMN_TASK`), so columns run in par
 workers as there are; each writes its column under a row lock and the last one finishes the
 replay. Elsewhere (a background thread, or inline in tests) the columns run one after the other.
 
+A session of more than ``CTXWEB_REPLAY_MAX_TURNS`` turns is refused (:class:`ReplayTooLong`):
+a replay holds every turn's context and every column's per-turn results at once.
+
 Progress (turns walked over every column) is stored and published over the session's socket
 (``replay.progress``), at most every :data:`PROGRESS_SECONDS` per column; ``replay.finished``
 ends it. Any error fails the replay, saying which column and why. A replay whose worker died stops
@@ -104,6 +107,26 @@ class ReplayUnavailable(Exception):
         return {self.path: self.reason}
 
 
+class ReplayTooLong(Exception):
+    """The session has more turns than a replay walks (``CTXWEB_REPLAY_MAX_TURNS``)."""
+
+    path = "session"
+
+    def __init__(self, turns: int, limit: int) -> None:
+        self.reason = (
+            f"has {turns:,} turns: a replay walks at most {limit:,}"
+            " (CTXWEB_REPLAY_MAX_TURNS). Replay a shorter session, or ask the server's operator"
+            " to raise the bound."
+        )
+        super().__init__(f"The session {self.reason}")
+        self.turns = turns
+        self.limit = limit
+
+    def fields(self) -> dict[str, str]:
+        """The error as ``{"session": reason}``."""
+        return {self.path: self.reason}
+
+
 class ReplayBusy(Exception):
     """The project already runs as many replays as it may at once."""
 
@@ -125,6 +148,11 @@ def replays_active_limit() -> int:
     """How many replays a project may have queued or running at once
     (``CTXWEB_REPLAYS_ACTIVE_PER_PROJECT``, at least 1)."""
     return max(1, int(getattr(settings, "CTXWEB_REPLAYS_ACTIVE_PER_PROJECT", 2)))
+
+
+def replay_max_turns() -> int:
+    """The most turns a replayed session may have (``CTXWEB_REPLAY_MAX_TURNS``, at least 1)."""
+    return max(1, int(getattr(settings, "CTXWEB_REPLAY_MAX_TURNS", 5000)))
 
 
 def replay_summarizer() -> Summarizer:
@@ -315,9 +343,11 @@ def replay_create(
     and schedule it; column 0 is the session as recorded.
 
     Raises :class:`~compaction.errors.StrategyError` (a bad policy, naming the field),
-    :class:`ReplayUnavailable` (the session has no turn yet) and :class:`ReplayBusy` (the project
-    runs ``CTXWEB_REPLAYS_ACTIVE_PER_PROJECT`` replays already). The session keeps its
-    ``CTXWEB_REPLAYS_KEPT`` newest replays: older finished ones are deleted.
+    :class:`ReplayUnavailable` (the session has no turn yet), :class:`ReplayTooLong` (more turns
+    than ``CTXWEB_REPLAY_MAX_TURNS``: the whole session is replayed or none of it, since the last
+    turns alone would start a policy on a context already past its trigger) and
+    :class:`ReplayBusy` (the project runs ``CTXWEB_REPLAYS_ACTIVE_PER_PROJECT`` replays already).
+    The session keeps its ``CTXWEB_REPLAYS_KEPT`` newest replays: older finished ones are deleted.
     """
     checked = replay_policies_validate(policies)
     for position, policy in enumerate(checked):
@@ -331,6 +361,8 @@ def replay_create(
     turns = selectors.turn_list(session=session).count()
     if not turns:
         raise ReplayUnavailable("session", "has no turns yet: post a turn before replaying it")
+    if turns > replay_max_turns():
+        raise ReplayTooLong(turns, replay_max_turns())
     user, key = _actor_name(created_by, key_name)
     columns = [dict(AS_RECORDED), *checked]
     with transaction.atomic():
@@ -500,9 +532,13 @@ def _inputs(replay: Replay) -> dict[str, Any]:
             context=turn.context,
             window=turn.window,
             reserve=turn.max_output_tokens or session.output_reserve,
-            # What the provider counted beyond the context stays in every call, as ingest
-            # stores it: as recorded then gives each stored turn's total exactly.
-            reported_input_tokens=turn.reported_input_tokens,
+            # The stored total (ingest's count plus what the provider reported beyond it) is
+            # what the engine takes as reported: whatever it holds beyond the engine's count of
+            # the context stays in every call, and as recorded gives each stored total exactly.
+            # Not the provider's report alone: a context read back can count fewer tokens than
+            # ingest counted (PostgreSQL's jsonb reorders a tool schema's keys: 4 tokens a call
+            # on the generated session), and the call cost what was stored.
+            reported_input_tokens=turn.total_tokens,
         )
         for turn in selectors.replay_turn_contexts(session=session, turns=recorded)
     ]
@@ -552,6 +588,7 @@ def _column_compute(
     replay: Replay, column: int, inputs: Mapping[str, Any], summarizer: Summarizer | None
 ) -> dict[str, Any]:
     progress = _Progress(replay)
+    started = time.monotonic()
     try:
         result = walk(
             inputs["turns"],
@@ -565,6 +602,8 @@ def _column_compute(
     finally:
         progress.flush()
     data: dict[str, Any] = result.to_dict()
+    # The walk's own time (the session's load and the stores are the replay's, not a column's).
+    data["seconds"] = round(time.monotonic() - started, 3)
     return data
 
 

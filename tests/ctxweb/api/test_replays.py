@@ -154,6 +154,23 @@ def test_a_bad_policy_is_a_400_naming_its_field(
     assert not Replay.objects.exists()
 
 
+def test_a_session_past_the_turn_bound_is_a_400_naming_its_turns(
+    world: World, session: Session, commit: Any, settings: Any
+) -> None:
+    settings.CTXWEB_REPLAY_MAX_TURNS = TURNS - 1
+    response = start(world, commit)
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert error["fields"]["session"].startswith(
+        f"has {TURNS} turns: a replay walks at most {TURNS - 1} (CTXWEB_REPLAY_MAX_TURNS)."
+    )
+    assert error["message"] == f"The session {error['fields']['session']}"
+    assert not Replay.objects.exists()
+    settings.CTXWEB_REPLAY_MAX_TURNS = TURNS
+    assert start(world, commit).status_code == 202
+
+
 def test_past_the_active_bound_a_replay_waits_429(
     world: World, session: Session, settings: Any
 ) -> None:

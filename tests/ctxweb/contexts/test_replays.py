@@ -1,23 +1,22 @@
 """Replays through their services: presets, validation, the run (inline: ``CTXWEB_TASKS_INLINE``),
-limits, pruning, reaping, applying a column, and real transcripts under every preset."""
+limits, pruning, reaping, applying a column, and the cache rule of Anthropic sessions (every real
+transcript under every preset: ``test_replays_transcripts.py``)."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from compaction.errors import StrategyError
 from compaction.strategies import get_strategy
 from ctxweb.contexts.models import AuditEvent, Replay, Session, Turn
 from ctxweb.contexts.services import replays, session_get_or_create
-from ctxweb.contexts.services.imports import transcript_import
 from tests.support.builders import body, history
-from tests.support.transcripts import MISSING, find_transcripts
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
@@ -294,6 +293,31 @@ def test_a_turn_posted_after_the_replay_was_asked_for_is_not_in_it(
     assert [len(column["turns"]) for column in replay.results] == [TURNS, TURNS]
 
 
+def test_as_recorded_keeps_what_was_stored_when_the_context_reads_back_smaller(
+    session: Session, commit: Any
+) -> None:
+    # A context read back from the database can count fewer tokens than ingest counted
+    # (PostgreSQL's jsonb reorders a tool schema's keys): the stored totals are what the calls
+    # cost, and every column keeps the difference, as it keeps what the provider reported beyond.
+    counted = recorded(session)
+    Turn.objects.filter(session=session).update(
+        counted_tokens=F("counted_tokens") + 4, total_tokens=F("total_tokens") + 4
+    )
+    stored = recorded(session)
+    assert stored == [total + 4 for total in counted]
+    replay = commit(
+        lambda: replays.replay_create(
+            session=session, policies=[{"strategy": "nanobot-trim", "trigger": {"tokens": 10**8}}]
+        )
+    )
+    replay.refresh_from_db()
+    as_recorded, never = replay.results
+    assert [t["total"] for t in as_recorded["turns"]] == stored
+    assert as_recorded["totals"]["input_tokens"] == sum(stored)
+    assert [t["total"] for t in never["turns"]] == stored  # never fires: the same calls
+    assert all(t["regions"]["unattributed"] >= 4 for t in as_recorded["turns"])
+
+
 def test_progress_never_passes_the_total(session: Session) -> None:
     """A column redelivered after its worker died walks its turns again: ``done`` stays within
     ``total``."""
@@ -322,6 +346,30 @@ def test_a_project_runs_a_bounded_number_of_replays_at_once(
     Replay.objects.update(status="succeeded")
     replays.replay_create(session=session, policies=policies)
     assert Replay.objects.count() == 3
+
+
+def test_a_session_past_the_turn_bound_is_not_replayed(
+    session: Session, settings: Any, commit: Any
+) -> None:
+    settings.CTXWEB_REPLAY_MAX_TURNS = TURNS - 1
+    with pytest.raises(replays.ReplayTooLong) as refused:
+        replays.replay_create(session=session, policies=[{"strategy": "nanobot-trim"}])
+    assert refused.value.turns == TURNS
+    assert refused.value.limit == TURNS - 1
+    assert refused.value.fields() == {
+        "session": f"has {TURNS} turns: a replay walks at most {TURNS - 1}"
+        " (CTXWEB_REPLAY_MAX_TURNS). Replay a shorter session, or ask the server's operator to"
+        " raise the bound."
+    }
+    assert not Replay.objects.exists()
+    # At the bound, the whole session is replayed.
+    settings.CTXWEB_REPLAY_MAX_TURNS = TURNS
+    replay = commit(
+        lambda: replays.replay_create(session=session, policies=[{"strategy": "nanobot-trim"}])
+    )
+    replay.refresh_from_db()
+    assert replay.status == "succeeded"
+    assert [len(column["turns"]) for column in replay.results] == [TURNS, TURNS]
 
 
 def test_a_session_keeps_its_newest_replays(session: Session, settings: Any, commit: Any) -> None:
@@ -433,72 +481,7 @@ def test_a_column_becomes_the_projects_default_and_new_sessions_take_it(
     assert Session.objects.get(external_id="s1").policy == {}  # existing sessions keep theirs
 
 
-# --- real sessions ------------------------------------------------------------------------------
-
-#: Small real transcripts, one of each format family the replay's cache rules tell apart.
-REAL = [
-    "claude-code/sniffly-ai-music-fed8ce56.jsonl",
-    "claude-code/viewer-sample-1af7fc5e.jsonl",
-    "codex/agentcmd-rollout-0924-2012.jsonl",
-]
-
-
-@pytest.fixture
-def transcripts() -> Path:
-    found = find_transcripts()
-    if found is None:
-        pytest.skip(MISSING)
-    return found
-
-
-@pytest.mark.parametrize("relative", REAL)
-def test_every_preset_replays_a_real_session_to_the_end(
-    world: World, transcripts: Path, relative: str, commit: Any, settings: Any
-) -> None:
-    settings.CTXWEB_REPLAYS_ACTIVE_PER_PROJECT = 10
-    path = transcripts / relative
-    result = transcript_import(project=world.project, data=path.read_bytes(), name=path.name)
-    assert result.sessions
-    beyond = 0  # turns whose stored total is more than ctxweb's count (the provider's usage)
-    for session in Session.objects.filter(project=world.project):
-        counted = list(
-            Turn.objects.filter(session=session)
-            .order_by("index")
-            .values_list("counted_tokens", flat=True)
-        )
-        stored = list(
-            Turn.objects.filter(session=session)
-            .order_by("index")
-            .values_list("total_tokens", flat=True)
-        )
-        # A window just above the session's peak, so that every trigger fires on real content.
-        window = max(stored) * 21 // 20 + session.output_reserve
-        Session.objects.filter(pk=session.pk).update(context_window=window)
-        Turn.objects.filter(session=session).update(context_window=window)
-        session.refresh_from_db()
-        presets = replays.replay_presets(session=session)
-        compactions = 0
-        for batch in (presets[:6], presets[6:]):
-            replay = commit(
-                lambda batch=batch, session=session: replays.replay_create(
-                    session=session, policies=batch
-                )
-            )
-            replay.refresh_from_db()
-            assert replay.status == "succeeded", (relative, session.external_id, replay.error)
-            assert replay.done == replay.total == len(stored) * (len(batch) + 1)
-            for column in replay.results:
-                assert len(column["turns"]) == len(stored), column["label"]
-                compactions += column["totals"]["compactions"]
-            # As recorded gives each stored total, reported usage beyond the count included.
-            assert [t["total"] for t in replay.results[0]["turns"]] == stored
-        if len(stored) >= 4:
-            assert compactions > 0, session.external_id
-        beyond += sum(total != count for total, count in zip(stored, counted, strict=True))
-    if relative.startswith("claude-code/"):
-        # Claude Code's files record no system prompt or tools: the usage counts more than the
-        # context, and as recorded kept it.
-        assert beyond > 0
+# --- the cache rule of Anthropic sessions -------------------------------------------------------
 
 
 def anthropic_turns(world: World, external_id: str, *, marked: bool) -> Session:

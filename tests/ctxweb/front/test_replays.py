@@ -276,6 +276,34 @@ def test_the_form_says_when_the_project_runs_its_most_replays(world: World, sett
     assert Replay.objects.count() == 1
 
 
+def test_a_session_past_the_turn_bound_says_so_instead_of_the_form(
+    world: World, settings: Any
+) -> None:
+    ingest(world, bodies=BODIES[:3])
+    settings.CTXWEB_REPLAY_MAX_TURNS = 2
+    owner = logged_in(world, world.owner)
+    html = unescape(owner.get(f"/sessions/{SESSION}/replays/").content.decode())
+    card = html.split('id="replay-too-long"')[1].split("</p>")[0]
+    assert "This session has 3 turns: a replay walks at most 2" in card
+    assert "CTXWEB_REPLAY_MAX_TURNS" in card
+    assert 'name="presets"' not in html
+    response = owner.post(f"/sessions/{SESSION}/replays/", {"presets": ["BaseAgent"]})
+    assert response.status_code == 400
+    assert 'id="replay-too-long"' in response.content.decode()
+    # A session whose count the page had not caught up with: the service refuses, the form says it.
+    Session.objects.filter(external_id=SESSION).update(turn_count=2)
+    response = owner.post(f"/sessions/{SESSION}/replays/", {"presets": ["BaseAgent"]})
+    assert response.status_code == 400
+    errors = unescape(
+        response.content.decode().split('id="replay-form-errors"')[1].split("</div>")[0]
+    )
+    assert "Not replayed: The session has 3 turns: a replay walks at most 2" in errors
+    assert Replay.objects.count() == 0
+    settings.CTXWEB_REPLAY_MAX_TURNS = 3
+    Session.objects.filter(external_id=SESSION).update(turn_count=3)
+    assert 'name="presets"' in owner.get(f"/sessions/{SESSION}/replays/").content.decode()
+
+
 # --- a replay and its page ----------------------------------------------------------------
 
 
