@@ -12,8 +12,9 @@ calls read whole, their latency (p50 / p99), the web process's CPU seconds over 
 call (after 3 s of the same calls, not counted), and its peak memory. With ``--py-spy``,
 ``py-spy record --gil`` samples the web process during the load (the thread holding the GIL:
 where Python code spends CPU) and writes its collapsed stacks to the file; the hottest functions
-(self and total) are printed. py-spy is not a requirement of ctxweb: install it into the
-virtual environment to use this option.
+(self and total) are printed. With ``--attack``, one kind of the hostile traffic runs beside
+the callers (``--no-callers``: alone), to see what it costs. py-spy is not a requirement of
+ctxweb: install it into the virtual environment to use this option.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 from hostile import (  # noqa: E402
     CALM,
+    MANAGED,
     Memory,
     Role,
     Upstream,
@@ -39,12 +42,13 @@ from hostile import (  # noqa: E402
     flush_redis,
     percentile,
     recreate_database,
+    set_up,
     shape_env,
     start_worker,
     stop_group,
 )
 
-from tests.support.servers import LiveServer, create_key  # noqa: E402
+from tests.support.servers import LiveServer, create_key, manage  # noqa: E402
 
 
 def hottest(collapsed: Path, top: int = 25) -> str:
@@ -75,6 +79,12 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=32)
     parser.add_argument("--shape", choices=["embedded", "production"], default="embedded")
     parser.add_argument("--py-spy", dest="pyspy", help="write py-spy's collapsed stacks here")
+    parser.add_argument(
+        "--attack",
+        choices=["hanging", "unread", "big", "otlp", "bomb"],
+        help="one kind of the hostile benchmark's traffic beside the callers (as many of it)",
+    )
+    parser.add_argument("--no-callers", action="store_true", help="the attack alone")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="ctxweb-hostile-profile-"))
     upstream = Upstream()
@@ -85,10 +95,14 @@ def main() -> None:
             flush_redis()
         env = shape_env(args.shape, folder / "data", upstream.url)
         key = create_key(env, role="operator")
+        rogue = manage(env, "create_api_key", "--project", "p", "--role", "ingest")
+        rogue = rogue.strip().splitlines()[-1].strip()
         if args.shape == "production":
             worker = start_worker(env)
         server = LiveServer(env).wait_ready()
         pid = server.process.pid
+        if args.attack == "big":
+            set_up(server.url, key)  # the managed session
         memory = Memory()
         memory.pid = pid
         memory.thread.start()
@@ -135,7 +149,38 @@ def main() -> None:
             "session_prefix": CALM,
         }
         (folder / "calm").mkdir()
-        result = Role("callers", config, folder / "calm").result()
+        attack = None
+        if args.attack:
+            bomb = args.attack == "bomb"
+            attack = Role(
+                "hostile",
+                {
+                    **config,
+                    "proxy": f"{server.url}/proxy/openai/v1",
+                    "server": server.url,
+                    "key": rogue,
+                    "headers": {"X-Ctxweb-Key": rogue},
+                    "managed_session": MANAGED,
+                    "hanging": 8 if args.attack == "hanging" else 0,
+                    "hang_seconds": 20,
+                    "unread": 8 if args.attack == "unread" else 0,
+                    "hold_seconds": 20,
+                    "big": 3 if args.attack == "big" else 0,
+                    "big_mb": 24,
+                    "otlp": 4 if args.attack == "otlp" else 0,
+                    "bomb_at": time.time() + (1 if bomb else 0),
+                    "bomb_mb": 30 if bomb else 0,
+                },
+                folder / "calm",
+            )
+        if args.no_callers:
+            time.sleep(args.seconds)
+            result: dict[str, Any] = {"calls": {"-": [[0, 0.0, 0.0, 1]]}, "failures": {}}
+        else:
+            result = Role("callers", config, folder / "calm").result()
+        if attack is not None:
+            attacked = attack.result()
+            print({k: v["statuses"] for k, v in attacked.items() if k != "cpu_seconds"})
         cpu += cpu_seconds(pid)
         memory.high_water()
         if spy is not None:
