@@ -8,8 +8,9 @@ Usage: ``.venv/bin/python bench/hostile_profile.py [--seconds 15] [--callers 32]
 One ctxweb server (``python -m ctxweb.server``) and the loopback upstream of
 :mod:`hostile_upstream`, as ``bench/hostile.py`` starts them; the callers of
 :mod:`hostile_load` (each its own session, a growing conversation) for ``--seconds``. Prints the
-calls read whole, their latency (p50 / p99), the web process's CPU seconds over the load and per
-call (after 3 s of the same calls, not counted), and its peak memory. With ``--py-spy``,
+calls read whole, their latency (p50 / p99), ``/api/v1/health`` checked every 50 ms, the web
+process's CPU seconds over the load and per call (after 3 s of the same calls, not counted), and
+its peak memory. With ``--py-spy``,
 ``py-spy record --gil`` samples the web process during the load (the thread holding the GIL:
 where Python code spends CPU) and writes its collapsed stacks to the file; the hottest functions
 (self and total) are printed. With ``--attack``, one kind of the hostile traffic runs beside
@@ -173,11 +174,13 @@ def main() -> None:
                 },
                 folder / "calm",
             )
+        checks = Role("health", {**config, "url": server.url}, folder / "calm")
         if args.no_callers:
             time.sleep(args.seconds)
             result: dict[str, Any] = {"calls": {"-": [[0, 0.0, 0.0, 1]]}, "failures": {}}
         else:
             result = Role("callers", config, folder / "calm").result()
+        health = [c[1] for c in checks.result()["checks"] if c[1] is not None]
         if attack is not None:
             attacked = attack.result()
             print({k: v["statuses"] for k, v in attacked.items() if k != "cpu_seconds"})
@@ -192,6 +195,10 @@ def main() -> None:
             f"{len(latencies)} calls in {args.seconds:.0f} s (up to {max(sizes)} calls a caller);"
             f" p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms;"
             f" failures {result['failures']}"
+        )
+        print(
+            f"/api/v1/health: {len(health)} checks, p50 {percentile(health, 0.5):.1f} ms,"
+            f" p99 {percentile(health, 0.99):.1f} ms, max {max(health):.1f} ms"
         )
         print(
             f"web process: {cpu:.2f} s CPU ({100 * cpu / args.seconds:.0f}% of a core),"
