@@ -126,11 +126,18 @@ class Relayed:
     release: Callable[[], None] = field(default=lambda: None)
 
 
-#: One pooled client per event loop, forgotten with its loop (a loop's id can be reused by the
+#: Pooled clients per event loop, forgotten with their loop (a loop's id can be reused by the
 #: next loop once it is gone, and a client bound to a closed loop fails on its next call).
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
+#: How many pools the upstream connections are spread over. httpcore scans every connection of
+#: its pool (is it idle, has it expired: a socket poll each) when a call starts and when one
+#: ends: with 32 callers in one pool that scan was half of the relay's CPU (py-spy). A caller's
+#: calls (its key and session) go to one pool, where its kept-alive connection waits.
+UPSTREAM_POOLS = 8
+#: Idle connections kept, over all the pools.
+KEPT_ALIVE = 64
 #: The key checks' threads, and managed mode's preparation's: apart from each other and from
 #: Django's, so that no call waits behind another caller's work on a shared thread.
 _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix="ctxweb-proxy-key")
@@ -144,16 +151,23 @@ _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, async
 )
 
 
-def _client() -> httpx.AsyncClient:
-    """One pooled client per event loop (daphne runs one)."""
+def _client(caller: object) -> httpx.AsyncClient:
+    """The pooled client of ``caller``'s calls on this event loop (uvicorn runs one)."""
     loop = asyncio.get_running_loop()
-    if loop not in _CLIENTS:
-        _CLIENTS[loop] = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            follow_redirects=False,
-        )
-    return _CLIENTS[loop]
+    clients = _CLIENTS.get(loop)
+    if clients is None:
+        clients = _CLIENTS[loop] = [
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
+                limits=httpx.Limits(
+                    max_connections=None,
+                    max_keepalive_connections=max(1, KEPT_ALIVE // UPSTREAM_POOLS),
+                ),
+                follow_redirects=False,
+            )
+            for _ in range(UPSTREAM_POOLS)
+        ]
+    return clients[hash(caller) % len(clients)]
 
 
 def upstream(provider: str) -> str:
@@ -483,7 +497,7 @@ async def _relay(
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original
-    client = _client()
+    client = _client((key.pk, session))
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
     try:
         outgoing = client.build_request(
