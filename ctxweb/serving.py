@@ -24,6 +24,13 @@ No caller waits behind another kind of work (issue 33):
   The request's thread goes back to its pool as soon as the response is built.
 
 A complete response is sent from the event loop once it is built.
+
+**The health check** (``GET``/``HEAD /api/v1/health``, no query, no body) is answered on the event
+loop, queueing behind nothing: its first request of each kind (method, scheme, ``Host``, the
+forwarded headers Django reads) goes through Django on the pool, and Django's answer, when it is
+200, is kept and sent again as it was, headers and all (at most :data:`HEALTH_KEPT` kinds; past
+them, through Django). It reports liveness only (the view touches nothing), so it answers the
+same while every pool thread is busy.
 """
 
 from __future__ import annotations
@@ -137,6 +144,34 @@ def tune_allocator() -> bool:
 
 #: Paths served by the telemetry receivers' own threads (exporters post there in bursts).
 CAPTURE_PATHS = ("/v1/traces", "/api/public/")
+#: The health check, answered on the event loop once Django has answered it (see above).
+HEALTH_PATH = "/api/v1/health"
+#: The most kinds of health request whose answer is kept (Hosts an attacker may vary).
+HEALTH_KEPT = 32
+#: The request headers Django's answer to the health check may depend on (Host, and those a
+#: configured proxy sets: the scheme, the host).
+HEALTH_HEADERS = (b"host", b"x-forwarded-proto", b"x-forwarded-host", b"x-forwarded-port")
+
+HealthKey = tuple[Any, ...]
+
+
+def health_key(scope: Scope) -> HealthKey | None:
+    """What Django's answer to this request depends on, when it is a plain health check
+    (``GET`` or ``HEAD``, no query, no body); else None."""
+    if scope.get("method") not in ("GET", "HEAD") or scope.get("query_string"):
+        return None
+    root = scope.get("root_path", "") or ""
+    path = scope.get("path", "")
+    if (path[len(root) :] if root and path.startswith(root) else path) != HEALTH_PATH:
+        return None
+    kept: list[tuple[bytes, bytes]] = []
+    for name, value in scope.get("headers") or []:
+        name = name.lower()
+        if name in (b"content-length", b"transfer-encoding"):
+            return None  # a body: Django's to answer
+        if name in HEALTH_HEADERS:
+            kept.append((name, value))
+    return (scope["method"], scope.get("scheme", "http"), root, tuple(sorted(kept)))
 
 
 class ThreadedDjangoApplication:
@@ -152,10 +187,19 @@ class ThreadedDjangoApplication:
         self.stream_executor = ThreadPoolExecutor(
             settings.CTXWEB_STREAM_THREADS, thread_name_prefix="ctxweb-stream"
         )
+        #: Django's 200 answers to the health check, by :func:`health_key`.
+        self.health: dict[HealthKey, tuple[int, Headers, bytes]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             raise ValueError(f"HTTP only, not {scope['type']!r}")
+        health = health_key(scope)
+        kept = self.health.get(health) if health is not None else None
+        if kept is not None:  # on the event loop: behind nothing
+            status, headers, content = kept
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": content})
+            return
         body = await _body(receive)
         if body is None:
             return  # the caller left before its body arrived
@@ -175,6 +219,8 @@ class ThreadedDjangoApplication:
                 self.stream_executor, self._stream, content, status, headers, loop, send
             )
             return
+        if health is not None and status == 200 and len(self.health) < HEALTH_KEPT:
+            self.health[health] = (status, headers, content)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
 

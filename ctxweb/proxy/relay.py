@@ -33,11 +33,12 @@ the same through Django's URLs (WSGI, the test client).
   the provider's shape before it starts, an ``error`` event ending a stream, a cut connection
   otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
-  (a cache read for a known key), managed mode's preparation on ``CTXWEB_PROXY_PREPARE_THREADS``
-  others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key, and at most
-  ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several times its size
-  while it is parsed): no caller's call waits behind another key's work on a shared thread, and
-  a small call finds room beside a big one.
+  (a cache read for a known key; on the event loop itself when that cache is the process's own
+  memory, as embedded, and holds the key: no I/O, no thread hop), managed mode's preparation on
+  ``CTXWEB_PROXY_PREPARE_THREADS`` others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per
+  key, and at most ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several
+  times its size while it is parsed): no caller's call waits behind another key's work on a
+  shared thread, and a small call finds room beside a big one.
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -57,10 +59,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from django.conf import settings
+from django.core.cache import cache, caches
+from django.core.cache.backends.locmem import LocMemCache
+from django.core.exceptions import SynchronousOnlyOperation
 from django.db import close_old_connections, connection
 
 from ctxweb import ratelimit
-from ctxweb.accounts.selectors import api_key_get_active
+from ctxweb.accounts.selectors import api_key_cache_name, api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.bodies import ENCODINGS
 from ctxweb.contexts.services import recording
@@ -121,11 +126,18 @@ class Relayed:
     release: Callable[[], None] = field(default=lambda: None)
 
 
-#: One pooled client per event loop, forgotten with its loop (a loop's id can be reused by the
+#: Pooled clients per event loop, forgotten with their loop (a loop's id can be reused by the
 #: next loop once it is gone, and a client bound to a closed loop fails on its next call).
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
+#: How many pools the upstream connections are spread over. httpcore scans every connection of
+#: its pool (is it idle, has it expired: a socket poll each) when a call starts and when one
+#: ends: with 32 callers in one pool that scan was half of the relay's CPU (py-spy). A caller's
+#: calls (its key and session) go to one pool, where its kept-alive connection waits.
+UPSTREAM_POOLS = 8
+#: Idle connections kept, over all the pools.
+KEPT_ALIVE = 64
 #: The key checks' threads, and managed mode's preparation's: apart from each other and from
 #: Django's, so that no call waits behind another caller's work on a shared thread.
 _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix="ctxweb-proxy-key")
@@ -139,16 +151,23 @@ _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, async
 )
 
 
-def _client() -> httpx.AsyncClient:
-    """One pooled client per event loop (daphne runs one)."""
+def _client(caller: object) -> httpx.AsyncClient:
+    """The pooled client of ``caller``'s calls on this event loop (uvicorn runs one)."""
     loop = asyncio.get_running_loop()
-    if loop not in _CLIENTS:
-        _CLIENTS[loop] = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            follow_redirects=False,
-        )
-    return _CLIENTS[loop]
+    clients = _CLIENTS.get(loop)
+    if clients is None:
+        clients = _CLIENTS[loop] = [
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
+                limits=httpx.Limits(
+                    max_connections=None,
+                    max_keepalive_connections=max(1, KEPT_ALIVE // UPSTREAM_POOLS),
+                ),
+                follow_redirects=False,
+            )
+            for _ in range(UPSTREAM_POOLS)
+        ]
+    return clients[hash(caller) % len(clients)]
 
 
 def upstream(provider: str) -> str:
@@ -233,6 +252,22 @@ def _admit(raw_key: str) -> tuple[ApiKey | None, int | None]:
         return None, None
     api_key_touch(key=key)
     return key, _wait_before(key)
+
+
+def _admit_here(raw_key: str) -> tuple[ApiKey | None, int | None] | None:
+    """:func:`_admit` on the event loop when it takes no I/O: the cache is this process's memory
+    (the embedded shape) and holds the key, so the check is a few dictionary reads and no thread
+    hop. None when it must go to a thread: a shared cache (Redis), a key not cached (the
+    database), or uses recorded inline (tests)."""
+    if settings.CTXWEB_TASKS_INLINE or not isinstance(caches["default"], LocMemCache):
+        return None
+    # the key's cache entry, named as api_key_get_active names it (by the key's SHA-256)
+    if not cache.has_key(api_key_cache_name(hashlib.sha256(raw_key.encode()).hexdigest())):
+        return None
+    try:
+        return _admit(raw_key)
+    except SynchronousOnlyOperation:  # the entry expired in between: the database is asked
+        return None
 
 
 def _prepare(**call: Any) -> Any:
@@ -384,7 +419,10 @@ async def relay(
     answer's ``release`` must be called once it is over (:mod:`ctxweb.proxy.app` does)."""
     raw_key = _header(headers, "x-ctxweb-key")
     loop = asyncio.get_running_loop()
-    key, wait = await loop.run_in_executor(_KEYS, _admit, raw_key) if raw_key else (None, None)
+    admitted = _admit_here(raw_key) if raw_key else (None, None)
+    if admitted is None:
+        admitted = await loop.run_in_executor(_KEYS, _admit, raw_key)
+    key, wait = admitted
     if key is None:
         # Asking again cannot help. Claude Code retries a bare 401 for about three minutes
         # before it prints the message; x-should-retry (which the Anthropic and OpenAI SDKs
@@ -459,7 +497,7 @@ async def _relay(
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original
-    client = _client()
+    client = _client((key.pk, session))
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
     try:
         outgoing = client.build_request(
@@ -477,7 +515,8 @@ async def _relay(
     seconds = settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS
     deadline = loop.time() + seconds
     try:
-        answer = await asyncio.wait_for(client.send(outgoing, stream=True), seconds)
+        async with asyncio.timeout_at(deadline):
+            answer = await client.send(outgoing, stream=True)
     except TimeoutError:
         logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
         return _bad_gateway(
@@ -533,11 +572,10 @@ async def _relay(
         upstream_chunks = answer.aiter_raw()
         try:
             while True:
-                left = deadline - loop.time()
                 try:
-                    if left <= 0:
-                        raise TimeoutError
-                    chunk = await asyncio.wait_for(upstream_chunks.__anext__(), left)
+                    # a timer, not a task a chunk as wait_for makes (a stream is many chunks)
+                    async with asyncio.timeout_at(deadline):
+                        chunk = await upstream_chunks.__anext__()
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
@@ -558,6 +596,10 @@ async def _relay(
                     chunk, held = _whole_events(held + chunk)
                 if chunk:
                     yield chunk
+            # Its connection back to the pool now, before the end of the body goes out: an agent
+            # that calls again as soon as it has its answer finds it there (else every such
+            # call opens another, and the pool, which every call scans, grows).
+            await answer.aclose()
             complete = True
             if held:
                 yield held  # the stream's last bytes, whatever they are

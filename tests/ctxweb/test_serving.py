@@ -19,7 +19,7 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 
 from ctxweb.asgi import application
-from ctxweb.serving import environ_for
+from ctxweb.serving import ThreadedDjangoApplication, environ_for
 from tests.support.builders import body, history
 from tests.support.servers import database_server_env, live_server, require_postgresql
 from tests.support.world import World
@@ -146,6 +146,65 @@ def test_a_caller_that_leaves_before_its_body_gets_nothing() -> None:
 
     async_to_sync(application)(scope("POST", "/api/v1/sessions/s1/turns"), receive, send)
     assert sent == []
+
+
+def test_the_health_check_is_answered_on_the_event_loop_as_django_answered_it() -> None:
+    """Django answers a kind of health check once; then the same answer comes from the event
+    loop, while every thread of the pool is busy. A disallowed Host, a query or another method
+    still go through Django."""
+    import threading
+
+    app = ThreadedDjangoApplication(threads=1)
+    calls: list[str] = []
+    respond = app._respond
+
+    def counted(environ: dict[str, Any]) -> Any:
+        calls.append(environ["REQUEST_METHOD"])
+        return respond(environ)
+
+    app._respond = counted  # type: ignore[method-assign]
+
+    def run(request: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async_to_sync(app)(request, receive, send)
+        start = next(m for m in sent if m["type"] == "http.response.start")
+        return start["status"], dict(_text(start["headers"])), payload(sent[1:])
+
+    first = run(scope("GET", "/api/v1/health"))
+    assert first[0] == 200
+    assert json.loads(first[2]) == {"status": "ok"}
+    assert "content-security-policy" in first[1]
+    assert calls == ["GET"]
+    release = threading.Event()
+    busy = app.executor.submit(release.wait, 60)  # the pool's only thread, taken
+    try:
+        assert run(scope("GET", "/api/v1/health")) == first
+    finally:
+        release.set()
+        busy.result(timeout=60)
+    assert calls == ["GET"]
+    assert run(scope("HEAD", "/api/v1/health"))[0] == 200
+    assert run(scope("HEAD", "/api/v1/health"))[0] == 200
+    assert calls == ["GET", "HEAD"]
+    evil = scope("GET", "/api/v1/health", headers=())
+    evil["headers"] = [(b"host", b"evil.example")]
+    assert run(evil)[0] == 400
+    assert run(evil)[0] == 400
+    assert run(scope("GET", "/api/v1/health", query=b"a=1"))[0] == 200
+    assert run(scope("POST", "/api/v1/health"))[0] == 405
+    assert calls == ["GET", "HEAD", "GET", "GET", "GET", "POST"]
+    assert len(app.health) == 2
+
+
+def _text(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(n.decode(), v.decode()) for n, v in headers]
 
 
 THREADS = 2
