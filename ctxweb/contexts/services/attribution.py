@@ -53,7 +53,7 @@ from ctxweb.contexts.models import (
 from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.services._secrets import message_scanned
 from ctxweb.contexts.services._sql import _batches_statements, _execute_at_once, _insert_sql
-from ctxweb.contexts.services.counting import counter_for
+from ctxweb.contexts.services.counting import counter_for, counting_scope
 from ctxweb.contexts.services.pricing import model_prices
 
 #: The negative positions of what is not a message: the request's own overhead, the top-level
@@ -716,8 +716,10 @@ def _compactions(events: Sequence[Mapping[str, Any]], total: int) -> dict[str, l
 
 
 def turn_day(turn: Turn) -> datetime.date:
-    """The day (UTC) a turn counts in."""
-    moment = turn.created_at or timezone.now()
+    """The day (UTC) a turn counts in: when the call happened by its source's clock where it
+    said (``occurred_at``: an imported transcript's turns count on the days they were made),
+    else when it was recorded."""
+    moment = turn.occurred_at or turn.created_at or timezone.now()
     return moment.astimezone(datetime.UTC).date()
 
 
@@ -808,7 +810,9 @@ def attribution_rebuild(
         sessions = sessions.filter(pk=session.pk)
     walked = {"sessions": 0, "turns": 0}
     for pk in list(sessions.values_list("pk", flat=True)):
-        with transaction.atomic():
+        # One counting scope a session: its turns share their message objects (the walk's
+        # cache), so each message is counted once over the walk, not once a turn that adds it.
+        with counting_scope(), transaction.atomic():
             one = Session.objects.select_for_update().select_related("project").get(pk=pk)
             _session_clear(one)
             walked["turns"] += _session_walk(one)
