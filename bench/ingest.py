@@ -3,6 +3,9 @@
 Usage: ``.venv/bin/python bench/ingest.py [--turns 1000] [--target-tokens 150000]
 [--backends sqlite,postgresql] [--no-write]``
 
+The report names the load average (1 minute) at the start and after each backend: on a shared
+machine, what else ran meanwhile weighs on every time.
+
 Each backend runs in a subprocess of this script against a throwaway database (a temporary SQLite
 file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
 ``postgresql://postgres@127.0.0.1:5432/postgres``, and dropped afterwards). In each:
@@ -94,10 +97,12 @@ def main() -> None:
         print(json.dumps(result))
         return
     results = {}
+    args.load = [os.getloadavg()[0]]
     for backend in args.backends.split(","):
         results[backend] = run_backend(backend, args)
         if not args.no_http:
             results[backend]["http"] = run_http(backend, args)
+        args.load.append(os.getloadavg()[0])
     (Path(tempfile.gettempdir()) / "ctxweb-bench-ingest.json").write_text(json.dumps(results))
     report = render(results, args)
     print(report)
@@ -554,6 +559,10 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         SECTION,
         "",
         f"Run {datetime.date.today().isoformat()} with `bench/ingest.py` on {machine(*versions)}.",
+        "",
+        "Load average (1 minute) at the start and after each backend: "
+        + ", ".join(f"{load:.1f}" for load in getattr(args, "load", []))
+        + " (the machine is shared: other processes ran meanwhile).",
         "",
         f"**Session**: `coding_session({args.turns}, seed={args.seed}, "
         f"target_tokens={args.target_tokens})`, openai-chat. Time per turn = "

@@ -140,7 +140,12 @@ class TurnOutput(serializers.Serializer):  # type: ignore[type-arg]
     events = serializers.ListField(child=serializers.DictField())
     context_window = serializers.IntegerField()
     max_output_tokens = serializers.IntegerField(allow_null=True)
-    created_at = _DateTime(allow_null=True)
+    created_at = _DateTime(allow_null=True, help_text="when ctxweb recorded the call")
+    occurred_at = _DateTime(
+        allow_null=True,
+        help_text="when the call happened by its source's clock (an imported transcript's"
+        " timestamp, a span's or generation's start); null when the source did not say",
+    )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         data: dict[str, Any] = super().to_representation(instance)

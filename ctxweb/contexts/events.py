@@ -160,6 +160,7 @@ TURN_FIELDS = (
     "context_window",
     "max_output_tokens",
     "created_at",
+    "occurred_at",
 )
 #: The operation columns an operation event carries (what :class:`ctxweb.shapes.OperationOutput`
 #: reads).

@@ -12,6 +12,8 @@ list every :data:`KEYFRAME_EVERY` turns, so a 1,000-turn session does not store 
 
 from __future__ import annotations
 
+import datetime
+
 from django.conf import settings
 from django.db import models
 
@@ -164,6 +166,12 @@ class Turn(models.Model):
         help_text="the applied operation this turn continued from",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    occurred_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when the call happened by its source's clock (an imported transcript's"
+        " timestamp, a span's start), if it said; created_at is when it was recorded",
+    )
 
     class Meta:
         constraints = [
@@ -178,6 +186,11 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session} #{self.index}"
+
+    @property
+    def called_at(self) -> datetime.datetime:
+        """When the call happened: by its source's clock when it said, else when recorded."""
+        return self.occurred_at or self.created_at
 
 
 class Artifact(models.Model):
@@ -575,14 +588,27 @@ class Replay(models.Model):
 # project-wide total ever has to be subtracted.
 
 
-class AttributionItem(models.Model):
-    """One item of a session (:class:`compaction.attribution.Item` identity: region, kind, name,
-    detail) and its totals over the session's turns.
+class LazyTokenTurns(models.Model):
+    """Token-turns kept lazily, so a turn writes only the rows it changes: up to turn ``since``
+    the row held ``accrued`` token-turns over ``present`` turns; from ``since`` on it holds
+    ``tokens_now`` in every turn. Over a session of ``n`` turns its token-turns are
+    ``accrued + tokens_now * (n - since)`` (as :mod:`ctxweb.contexts.selectors.attribution`
+    reads them)."""
 
-    Token-turns are kept lazily, so a turn writes only the items it changes: up to turn
-    ``since`` the item held ``accrued`` token-turns over ``present`` turns; from ``since`` on it
-    holds ``tokens_now`` in every turn. Over a session of ``n`` turns its token-turns are
-    ``accrued + tokens_now * (n - since)`` (:func:`token_turns`).
+    # Signed: a turn's upsert carries the change (negative when it drops the row's tokens) in it.
+    tokens_now = models.IntegerField(default=0)
+    accrued = models.PositiveBigIntegerField(default=0, help_text="token-turns before since")
+    present = models.PositiveIntegerField(default=0, help_text="turns present before since")
+    since = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class AttributionItem(LazyTokenTurns):
+    """One item of a session (:class:`compaction.attribution.Item` identity: region, kind, name,
+    detail) and its totals over the session's turns, its token-turns kept lazily
+    (:class:`LazyTokenTurns`).
     """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
@@ -593,12 +619,7 @@ class AttributionItem(models.Model):
     name = models.CharField(max_length=500)
     group = models.CharField(max_length=500)
     detail = models.CharField(max_length=500, blank=True)
-    # Signed: a turn's upsert carries the change (negative when it drops the item) in it.
-    tokens_now = models.IntegerField(default=0)
     tokens_peak = models.PositiveIntegerField(default=0)
-    accrued = models.PositiveBigIntegerField(default=0, help_text="token-turns before since")
-    present = models.PositiveIntegerField(default=0, help_text="turns present before since")
-    since = models.PositiveIntegerField(default=0)
     introduced = models.PositiveBigIntegerField(
         default=0, help_text="tokens the session's turns brought in (new messages)"
     )
@@ -618,7 +639,7 @@ class AttributionItem(models.Model):
         return f"{self.session_id} {self.kind} {self.name}"
 
 
-class AttributionLabel(models.Model):
+class AttributionLabel(LazyTokenTurns):
     """A session's items added up under one name of the project overview's top lists
     (``category``: tools, by tool or MCP server; mcp_servers; files; instructions), with the
     same lazy token-turns as :class:`AttributionItem`: the overview adds up these narrow rows,
@@ -627,10 +648,6 @@ class AttributionLabel(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
     category = models.CharField(max_length=16)
     label = models.CharField(max_length=500)
-    tokens_now = models.IntegerField(default=0)
-    accrued = models.PositiveBigIntegerField(default=0)
-    present = models.PositiveIntegerField(default=0)
-    since = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [

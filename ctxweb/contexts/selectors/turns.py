@@ -104,6 +104,7 @@ def turn_list(*, session: Session) -> QuerySet[Turn]:
             "context_window",
             "max_output_tokens",
             "created_at",
+            "occurred_at",
         )
     )
 
@@ -323,6 +324,8 @@ def turn_detail(*, turn: Turn, messages: list[dict[str, Any]] | None = None) -> 
         "usage": turn.usage,
         "events": turn.events,
         "unknown": turn.unknown,
+        "created_at": turn.created_at,
+        "occurred_at": turn.occurred_at,
         "system": system,
         "tools": tools,
         "messages": messages,

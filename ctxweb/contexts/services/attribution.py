@@ -53,8 +53,13 @@ from ctxweb.contexts.models import (
 )
 from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.services._secrets import message_scanned
-from ctxweb.contexts.services._sql import _batches_statements, _execute_at_once, _insert_sql
-from ctxweb.contexts.services.counting import counter_for
+from ctxweb.contexts.services._sql import (
+    Fixed,
+    _batches_statements,
+    _execute_at_once,
+    _insert_sql,
+)
+from ctxweb.contexts.services.counting import counter_for, counting_scope
 from ctxweb.contexts.services.pricing import model_prices
 
 #: The negative positions of what is not a message: the request's own overhead, the top-level
@@ -68,6 +73,11 @@ PROBE_MIN, PROBE_MAX = 24, 160
 
 #: (region, kind, name, detail)
 Key = tuple[str, str, str, str]
+#: A statement of a turn's writes and its parameters (:func:`_execute`).
+Statement = tuple[str | Fixed, list[Any]]
+#: Statements of at most this many rows are kept prepared on PostgreSQL (:class:`Fixed`): a
+#: late turn writes a few of each, and each row count is a statement of its own a connection.
+_PREPARED_ROWS = 8
 #: An entry's stored item: [region, kind, name, detail, group, tokens]
 Stored = list[Any]
 
@@ -451,7 +461,7 @@ def attribution_turn_add(
             spoken.append((position, _spoken(message)))
     quote = connection.ops.quote_name
     # Every write of the turn, sent in one round trip where the driver allows it.
-    statements: list[tuple[str, list[Any]]] = []
+    statements: list[Statement] = []
     open_outputs, seen = _references(
         session, uses, spoken, state.open if state is not None else None
     )
@@ -460,8 +470,10 @@ def attribution_turn_add(
         connection.features.can_return_rows_from_bulk_insert
     )
     for start in range(0, len(uses), _ROWS_PER_STATEMENT):
-        sql, params = _insert_sql(uses[start : start + _ROWS_PER_STATEMENT])
-        statements.append((sql + (f" RETURNING {quote('id')}" if returning else ""), params))
+        chunk = uses[start : start + _ROWS_PER_STATEMENT]
+        sql, params = _insert_sql(chunk)
+        sql += f" RETURNING {quote('id')}" if returning else ""
+        statements.append((_fixed(sql, len(chunk)), params))
     if dropped:
         table = quote(AttributionEntry._meta.db_table)
         statements.append(
@@ -476,13 +488,11 @@ def attribution_turn_add(
             for e in writes[start : start + _ROWS_PER_STATEMENT]
         ]
         sql, params = _insert_sql(rows)
-        statements.append(
-            (
-                f"{sql} ON CONFLICT (session_id, {quote('position')}) DO UPDATE"
-                " SET ref = excluded.ref, items = excluded.items",
-                params,
-            )
+        sql += (
+            f" ON CONFLICT (session_id, {quote('position')}) DO UPDATE"
+            " SET ref = excluded.ref, items = excluded.items"
         )
+        statements.append((_fixed(sql, len(rows)), params))
     statements += _items_statements(session, index, changes)
     statements += _labels_statements(session, index, changes)
     if seen:
@@ -552,9 +562,7 @@ def _greatest() -> str:
     return "GREATEST" if connection.vendor == "postgresql" else "MAX"
 
 
-def _items_statements(
-    session: Session, index: int, changes: _Changes
-) -> list[tuple[str, list[Any]]]:
+def _items_statements(session: Session, index: int, changes: _Changes) -> list[Statement]:
     """The upserts that add turn ``index``'s changes to the session's items (a statement per
     :data:`_ITEMS_PER_STATEMENT` items): no row is read back."""
     changed = sorted(
@@ -566,7 +574,7 @@ def _items_statements(
     columns = ", ".join(quote(c) for c in _ITEM_COLUMNS)
     update = _ITEM_UPDATE.format(t=table, greatest=_greatest())
     row = "(" + ", ".join(["%s"] * len(_ITEM_COLUMNS)) + ")"
-    statements = []
+    statements: list[Statement] = []
     for start in range(0, len(changed), _ITEMS_PER_STATEMENT):
         chunk = changed[start : start + _ITEMS_PER_STATEMENT]
         params: list[Any] = []
@@ -589,13 +597,11 @@ def _items_statements(
                 index,
                 index,
             ]
-        statements.append(
-            (
-                f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(chunk))}"
-                f" ON CONFLICT (session_id, {quote('key')}) DO UPDATE SET {update}",
-                params,
-            )
+        sql = (
+            f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(chunk))}"
+            f" ON CONFLICT (session_id, {quote('key')}) DO UPDATE SET {update}"
         )
+        statements.append((_fixed(sql, len(chunk)), params))
     return statements
 
 
@@ -609,33 +615,35 @@ _LABEL_UPDATE = (
 )
 
 
-def _labels_statements(
-    session: Session, index: int, changes: _Changes
-) -> list[tuple[str, list[Any]]]:
+def _labels_statements(session: Session, index: int, changes: _Changes) -> list[Statement]:
     """The upserts that add turn ``index``'s changes to the session's labels."""
     changed = sorted((label, delta) for label, delta in changes.labels.items() if delta)
     quote = connection.ops.quote_name
     table = quote(AttributionLabel._meta.db_table)
     columns = "session_id, category, label, tokens_now, accrued, present, since"
     update = _LABEL_UPDATE.format(t=table)
-    statements = []
+    statements: list[Statement] = []
     for start in range(0, len(changed), _ITEMS_PER_STATEMENT):
         chunk = changed[start : start + _ITEMS_PER_STATEMENT]
         params: list[Any] = []
         for (category, name), delta in chunk:
             params += [session.pk, category, name, delta, 0, 0, index]
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
-        statements.append(
-            (
-                f"INSERT INTO {table} ({columns}) VALUES {values}"
-                f" ON CONFLICT (session_id, category, label) DO UPDATE SET {update}",
-                params,
-            )
+        sql = (
+            f"INSERT INTO {table} ({columns}) VALUES {values}"
+            f" ON CONFLICT (session_id, category, label) DO UPDATE SET {update}"
         )
+        statements.append((_fixed(sql, len(chunk)), params))
     return statements
 
 
-def _execute(statements: list[tuple[str, list[Any]]], *, returning: bool) -> list[int]:
+def _fixed(sql: str, rows: int) -> str | Fixed:
+    """``sql`` kept prepared when it writes at most :data:`_PREPARED_ROWS` rows: PostgreSQL then
+    parses and plans it once a connection, and the batch's text stays short."""
+    return Fixed(sql) if rows <= _PREPARED_ROWS else sql
+
+
+def _execute(statements: list[Statement], *, returning: bool) -> list[int]:
     """Run ``statements`` in order, in one round trip on PostgreSQL (psycopg 3 binding on the
     client); the ids the first one returns when ``returning``."""
     with connection.cursor() as cursor:
@@ -644,7 +652,7 @@ def _execute(statements: list[tuple[str, list[Any]]], *, returning: bool) -> lis
             return [row[0] for row in cursor.fetchall()] if returning else []
         ids: list[int] = []
         for number, (sql, params) in enumerate(statements):
-            cursor.execute(sql, params)
+            cursor.execute(sql.sql if isinstance(sql, Fixed) else sql, params)
             if number == 0 and returning:
                 ids = [row[0] for row in cursor.fetchall()]
         return ids
@@ -698,8 +706,10 @@ def _compactions(events: Sequence[Mapping[str, Any]], total: int) -> dict[str, l
 
 
 def turn_day(turn: Turn) -> datetime.date:
-    """The day (UTC) a turn counts in."""
-    moment = turn.created_at or timezone.now()
+    """The day (UTC) a turn counts in: when the call happened by its source's clock where it
+    said (``occurred_at``: an imported transcript's turns count on the days they were made),
+    else when it was recorded."""
+    moment = turn.occurred_at or turn.created_at or timezone.now()
     return moment.astimezone(datetime.UTC).date()
 
 
@@ -721,7 +731,7 @@ _DAY_ADDED = (
 )
 
 
-def _day_statement(session: Session, turn: Turn) -> tuple[str, list[Any]]:
+def _day_statement(session: Session, turn: Turn) -> Statement:
     """The upsert that adds ``turn`` to its session's row of its day."""
     day = turn_day(turn)
     total = turn.total_tokens
@@ -749,9 +759,11 @@ def _day_statement(session: Session, turn: Turn) -> tuple[str, list[Any]]:
         ]
     )
     return (
-        f"INSERT INTO {table} ({', '.join(quote(n) for n in names)})"
-        f" VALUES ({', '.join(['%s'] * (len(names) - 1))}, '{{}}')"
-        f" ON CONFLICT (session_id, {quote('day')}) DO UPDATE SET {update}",
+        Fixed(
+            f"INSERT INTO {table} ({', '.join(quote(n) for n in names)})"
+            f" VALUES ({', '.join(['%s'] * (len(names) - 1))}, '{{}}')"
+            f" ON CONFLICT (session_id, {quote('day')}) DO UPDATE SET {update}"
+        ),
         [session.project_id, session.pk, day, *added, fill],
     )
 
@@ -790,7 +802,9 @@ def attribution_rebuild(
         sessions = sessions.filter(pk=session.pk)
     walked = {"sessions": 0, "turns": 0}
     for pk in list(sessions.values_list("pk", flat=True)):
-        with transaction.atomic():
+        # One counting scope a session: its turns share their message objects (the walk's
+        # cache), so each message is counted once over the walk, not once a turn that adds it.
+        with counting_scope(), transaction.atomic():
             one = Session.objects.select_for_update().select_related("project").get(pk=pk)
             _session_clear(one)
             walked["turns"] += _session_walk(one)

@@ -92,6 +92,7 @@ def spans_ingest(*, project: Project, spans: Sequence[Span]) -> CaptureResult:
                 body={"format": call.format, "request": call.request, "usage": call.usage},
                 unknown=call.unknown,
                 source=SOURCE,
+                occurred_at=span.start or None,  # nanoseconds since the epoch; 0: not said
             )
         except FormatError as error:
             result.rejected.append((span.span_id, f"{error.path}: {error.reason}"))
@@ -258,6 +259,7 @@ def _generation_ingest(
             body={"format": call.format, "request": call.request},
             unknown=call.unknown,
             source="langfuse",
+            occurred_at=body.get("startTime"),
         )
     except FormatError as error:
         return 400, f"{error.path}: {error.reason}"

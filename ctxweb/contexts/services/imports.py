@@ -6,10 +6,15 @@ file writes nothing. Its sessions are then stored one turn per model call throug
 no import holds the database's write lock for long. A turn's ``turn_id`` is
 its position in the transcript session (``import:<n>``), so importing the same file again creates
 no turn, and importing a longer version of a file (a session that went on) adds only the new turns.
+
+Each turn is dated by the transcript's timestamp of its call (``Turn.occurred_at``), so the
+project overview counts it on the day it happened, not the day of the import; importing a file
+again dates the turns an older ctxweb stored undated, and rebuilds their session's rollups.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -27,6 +32,8 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import ImportJob, Session, Turn
 from ctxweb.contexts.services import turn_ingest
 from ctxweb.contexts.services._background import schedule_after_commit
+from ctxweb.contexts.services._moments import occurred_at_parse
+from ctxweb.contexts.services.attribution import attribution_rebuild
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +101,37 @@ def _external_id(prefix: str, session: ImportedSession, position: int) -> str:
     return external_id
 
 
-def _imported_turns(*, project: Project, external_id: str) -> dict[str, tuple[int, list[Any]]]:
-    """The session's turns already imported: ``turn_id`` -> (total tokens, events)."""
+#: A stored imported turn: its total tokens, its events and whether it is dated (occurred_at).
+_Known = tuple[int, list[Any], bool]
+
+
+def _imported_turns(*, project: Project, external_id: str) -> dict[str, _Known]:
+    """The session's turns already imported: ``turn_id`` -> (total tokens, events, dated)."""
     rows = Turn.objects.filter(
         session__project=project,
         session__external_id=external_id,
         turn_id__startswith=TURN_ID_PREFIX,
-    ).values_list("turn_id", "total_tokens", "events")
-    return {turn_id: (total, events) for turn_id, total, events in rows if turn_id}
+    ).values_list("turn_id", "total_tokens", "events", "occurred_at")
+    return {
+        turn_id: (total, events, occurred is not None)
+        for turn_id, total, events, occurred in rows
+        if turn_id
+    }
+
+
+def _turns_date(
+    *, project: Project, external_id: str, moments: dict[str, datetime.datetime]
+) -> None:
+    """Date the stored turns of ``moments`` (``turn_id`` -> when it happened), imported before
+    turns were dated, and rebuild the session's rollups so that its days follow."""
+    session = Session.objects.get(project=project, external_id=external_id)
+    turns = list(Turn.objects.filter(session=session, turn_id__in=moments).only("pk", "turn_id"))
+    for turn in turns:
+        assert turn.turn_id is not None
+        turn.occurred_at = moments[turn.turn_id]
+    with transaction.atomic():
+        Turn.objects.bulk_update(turns, ["occurred_at"], batch_size=500)
+        attribution_rebuild(session=session)
 
 
 def _session_import(
@@ -116,6 +146,8 @@ def _session_import(
     # A re-import skips what is stored without rebuilding it; turn_ingest still checks the
     # turn_id under the session's lock, so a concurrent import of the same file is safe.
     known = _imported_turns(project=project, external_id=external_id)
+    # Turns stored before turns were dated, which the file dates: dated once it is imported.
+    undated: dict[str, datetime.datetime] = {}
     for start in range(0, len(session.turns), CHUNK_TURNS):
         with transaction.atomic():
             counted = _chunk_import(
@@ -126,11 +158,14 @@ def _session_import(
                 start=start,
                 known=known,
                 on_turn=on_turn,
+                undated=undated,
             )
         created += counted[0]
         skipped += counted[1]
         peak = max(peak, counted[2])
         compactions += counted[3]
+    if undated:
+        _turns_date(project=project, external_id=external_id, moments=undated)
     return SessionImport(external_id, created, skipped, peak, compactions)
 
 
@@ -141,18 +176,23 @@ def _chunk_import(
     external_id: str,
     position: int,
     start: int,
-    known: dict[str, tuple[int, list[Any]]],
+    known: dict[str, _Known],
     on_turn: Callable[[], None],
+    undated: dict[str, datetime.datetime],
 ) -> tuple[int, int, int, int]:
     """Store turns ``start`` to ``start + CHUNK_TURNS`` of ``session``, in the caller's
-    transaction: (created, skipped, peak tokens, compaction events)."""
+    transaction: (created, skipped, peak tokens, compaction events). Stored turns without a
+    date that the file dates are added to ``undated``."""
     created = skipped = peak = compactions = 0
     for index in range(start, min(start + CHUNK_TURNS, len(session.turns))):
         turn = session.turns[index]
         turn_id = f"{TURN_ID_PREFIX}{index}"
         if turn_id in known:
-            total, events = known[turn_id]
+            total, events, dated = known[turn_id]
             skipped += 1
+            moment = None if dated else occurred_at_parse(turn.timestamp)
+            if moment is not None:
+                undated[turn_id] = moment
         else:
             try:
                 result = turn_ingest(
@@ -166,6 +206,7 @@ def _chunk_import(
                     unknown=sorted(turn.unknown),
                     events=turn.events,
                     source=session.source,
+                    occurred_at=turn.timestamp,
                 )
             except FormatError as error:
                 # Name the turn; what was committed before it stays stored.

@@ -31,6 +31,7 @@ from ctxweb.contexts.services._canonical import (
     _same_content,
     _typed_equal,
 )
+from ctxweb.contexts.services._moments import occurred_at_parse
 from ctxweb.contexts.services._recent import (
     _Recent,
     _recent_earlier,
@@ -48,6 +49,7 @@ from ctxweb.contexts.services._sql import (
     _turns_since_sql,
 )
 from ctxweb.contexts.services.attribution import attribution_turn_add
+from ctxweb.contexts.services.counting import counting_scope
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
     _messages_plan,
@@ -238,6 +240,7 @@ def turn_ingest(
     events: Sequence[Mapping[str, Any]] = (),
     source: str = "api",
     context_window_source: str | None = None,
+    occurred_at: object = None,
 ) -> IngestResult:
     """Store one model call of session ``external_id`` (created on first use), whole or not at all.
 
@@ -248,13 +251,20 @@ def turn_ingest(
     ``context_window`` is the call's window: stated by the call unless ``context_window_source``
     says the caller guessed it ("model", "default": see :mod:`compaction.windows`). A stated
     window is the turn's and becomes the session's; a guessed one only names a new session's.
+
+    ``occurred_at`` is when the call happened by its source's clock (a transcript's timestamp, a
+    span's start: a datetime, ISO 8601 text or an epoch number); one that cannot be read or is
+    absurd is ignored (:func:`~ctxweb.contexts.services._moments.occurred_at_parse`). The turn
+    counts on that day in the project overview; without one, on the day it was recorded.
     """
     # Only a turn with a turn_id can be retried: hash the body only then.
     hashed = body is not None and turn_id is not None
     normalized = normalize_usage(usage) if usage else None  # every count within its column
     _check_storable(external_id=external_id, context=context, model=model)
     key = (project.pk, external_id)
-    with transaction.atomic():
+    # One counting scope: the new messages' parts that storage counts for their regions are
+    # counted again by attribution (items, tool uses) with a dictionary lookup.
+    with counting_scope(), transaction.atomic():
         # What this process stored for the previous turn, if it still is the previous turn: the
         # new messages are inserted with the session's lock, in the same round trip.
         guess = _recent_guess(key)
@@ -486,6 +496,7 @@ def turn_ingest(
             events=turn_events,
             secrets=secrets,
             operation=applied,
+            occurred_at=occurred_at_parse(occurred_at),
         )
         reserve = context.max_output_tokens or session.output_reserve
         usable = max(1, window - reserve)

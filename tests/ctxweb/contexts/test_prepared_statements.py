@@ -108,18 +108,20 @@ def test_a_kept_connection_prepares_a_turns_statements_once_and_stores_the_same_
             ingest(world, "prepared", n)
         texts.append(sent(queries))
     # The session's lock and previous turn, and the turn's insert, prepared on the first turn (a
-    # first turn creates its session, and locks it again); the insert of a turn's two new
-    # messages on the second (the first turn's are not sent with the lock). Run as EXECUTE after.
-    assert texts[0].count("PREPARE ") == 3
-    assert texts[1].count("PREPARE ") == 1
+    # first turn creates its session, and locks it again), with its five attribution writes (tool
+    # uses, entries, items, labels, the day's row); on the second, the insert of a turn's two new
+    # messages (the first turn's are not sent with the lock) and the entries and items upserts
+    # of a turn that adds two messages (the first wrote other row counts). EXECUTE after.
+    assert texts[0].count("PREPARE ") == 3 + 5
+    assert texts[1].count("PREPARE ") == 1 + 2
     for text in texts[1:]:
-        assert text.count("EXECUTE ctxweb_") == 4
+        assert text.count("EXECUTE ctxweb_") == 4 + 5
     for text in texts[2:]:
         assert "PREPARE " not in text
     assert stored("prepared") == stored("plain")
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'ctxweb_%%'")
-        assert cursor.fetchone()[0] == 4
+        assert cursor.fetchone()[0] == 4 + 7
 
 
 def test_a_connection_whose_prepared_statements_vanished_serves_again_after_one_failed_turn(
