@@ -73,9 +73,10 @@ beat: install
 
 # The production shape: every database, channel-layer and task test again on PostgreSQL with
 # channels-redis and real Celery workers. Under CI=true it must run; elsewhere it runs when the
-# services answer. One pytest process: the fault tests (database connections killed every 150 ms)
-# need a request to finish between two kills, which two workers on two cores did not leave them.
-# The test settings still give each xdist worker its own Redis database (PYTEST_ARGS="-n 2").
+# services answer. Two pytest workers (each its own PostgreSQL test database and Redis database,
+# ctxweb/settings/test.py), then the tests marked `alone` in one process: the fault tests kill the
+# database's connections every 150 ms and need a request to finish between two kills, which two
+# busy workers on two cores did not leave them.
 PROD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 PROD_REDIS_URL    ?= redis://127.0.0.1:6379/15
 
@@ -85,7 +86,9 @@ test: install-dev
 	@if $(PY) -m tests.services "$(PROD_DATABASE_URL)" "$(PROD_REDIS_URL)"; then \
 	  echo "== production shape: PostgreSQL, channels-redis, Celery workers on Redis =="; \
 	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \
-	    $(PY) -m pytest tests/ctxweb -m "not browser and not agents" $(PYTEST_ARGS); \
+	    $(PY) -m pytest -n 2 tests/ctxweb -m "not browser and not agents and not alone" $(PYTEST_ARGS) && \
+	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \
+	    $(PY) -m pytest tests/ctxweb -m "alone" $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \
 	  echo "production shape: services unreachable under CI=true"; exit 1; \
 	else \
