@@ -478,20 +478,47 @@ def _saved(obj: Model, pk: int) -> None:
     obj._state.db = DEFAULT_DB_ALIAS
 
 
-def _turn_insert(turn: Turn, session: Session) -> None:
+def _turn_insert(
+    turn: Turn,
+    session: Session,
+    after: Sequence[tuple[str | Fixed, Sequence[Any]]] = (),
+    *,
+    insert: tuple[str, list[Any]] | None = None,
+    returning: bool = False,
+) -> list[int]:
     """Insert ``turn`` and save the fields of ``session`` that a turn changes, in one statement
-    on PostgreSQL (kept prepared, :func:`_execute_at_once`; two statements elsewhere)."""
-    insert, params = _insert_sql([turn])
+    on PostgreSQL (kept prepared, :func:`_execute_at_once`; two statements elsewhere), then run
+    ``after`` (statements that need the turn's row written before them, such as its rollups')
+    in the same round trip where the driver allows it; the ids the first of ``after`` returns
+    when ``returning``. ``insert``: the turn's ``INSERT`` built already (:func:`_insert_sql`,
+    which sets its ``created_at``: ``after`` may have read its day)."""
+    inserting, params = insert or _insert_sql([turn])
     update, update_params = _update_sql(session, _SESSION_UPDATED)
     db = connections[DEFAULT_DB_ALIAS]
     with db.cursor() as cursor:
+        if db.vendor == "postgresql" and (not after or _batches_statements()):
+            statement = (
+                f"WITH updated AS ({update}) {inserting} RETURNING {_sql_of(Turn).column['id']}"
+            )
+            _execute_at_once(cursor, [(Fixed(statement), [*update_params, *params]), *after])
+            _saved(turn, cursor.fetchone()[0])
+            if returning and after:
+                cursor.nextset()
+                return [row[0] for row in cursor.fetchall()]
+            return []
         if db.vendor == "postgresql":
             statement = (
-                f"WITH updated AS ({update}) {insert} RETURNING {_sql_of(Turn).column['id']}"
+                f"WITH updated AS ({update}) {inserting} RETURNING {_sql_of(Turn).column['id']}"
             )
-            _execute_at_once(cursor, [(Fixed(statement), [*update_params, *params])])
+            cursor.execute(statement, [*update_params, *params])
             _saved(turn, cursor.fetchone()[0])
         else:
             cursor.execute(update, update_params)
-            cursor.execute(insert, params)
+            cursor.execute(inserting, params)
             _saved(turn, cursor.lastrowid)
+        ids: list[int] = []
+        for number, (sql, values) in enumerate(after):
+            cursor.execute(sql.sql if isinstance(sql, Fixed) else sql, values)
+            if number == 0 and returning:
+                ids = [row[0] for row in cursor.fetchall()]
+        return ids

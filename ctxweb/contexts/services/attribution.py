@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -357,6 +357,21 @@ def _items(
     return _message_items(message, position, counter, calls, servers, regions, mask)[1]
 
 
+@dataclass
+class TurnWrites:
+    """A turn's writes to its session's rollups (:func:`attribution_turn_writes`): its
+    ``statements``, to run in order inside the turn's transaction (ingest sends them in the
+    turn's own round trip), then :meth:`finish` with the ids the first returns when
+    ``returning``."""
+
+    statements: list[Statement]
+    returning: bool
+    _finish: Callable[[list[int]], None]
+
+    def finish(self, ids: list[int]) -> None:
+        self._finish(ids)
+
+
 def attribution_turn_add(
     *,
     session: Session,
@@ -369,13 +384,42 @@ def attribution_turn_add(
     regions: Sequence[Mapping[str, int]] | None = None,
     mask: bool = False,
 ) -> None:
-    """Add turn ``turn`` (its context's ``messages``, their row ``ids``, the previous turn's
-    ``previous_ids``) to its session's rollups, inside the turn's transaction.
+    """Add turn ``turn`` to its session's rollups now (:func:`attribution_turn_writes`, run in
+    a round trip of their own), inside the turn's transaction."""
+    writes = attribution_turn_writes(
+        session=session,
+        turn=turn,
+        messages=messages,
+        ids=ids,
+        previous_ids=previous_ids,
+        system=system,
+        toolset=toolset,
+        regions=regions,
+        mask=mask,
+    )
+    writes.finish(_execute(writes.statements, returning=writes.returning))
+
+
+def attribution_turn_writes(
+    *,
+    session: Session,
+    turn: Turn,
+    messages: Sequence[LibMessage],
+    ids: Sequence[int],
+    previous_ids: Sequence[int],
+    system: MessageRow | None,
+    toolset: ToolSet | None,
+    regions: Sequence[Mapping[str, int]] | None = None,
+    mask: bool = False,
+) -> TurnWrites:
+    """What adding turn ``turn`` (its context's ``messages``, their row ``ids``, the previous
+    turn's ``previous_ids``) writes to its session's rollups; it reads what it needs now.
 
     Only the messages past the prefix shared with the previous turn are attributed; the items
     of those it dropped are subtracted. ``regions`` are the stored regions of each message:
     where a message's items do not add up to them, the message was stored masked (``mask``)
-    and is attributed masked, as the pages see it.
+    and is attributed masked, as the pages see it. The turn's row need not be written yet (its
+    day is known: ``created_at`` is set when its insert is built).
     """
     index = turn.index
     counter = counter_for(session.encoding)
@@ -502,23 +546,27 @@ def attribution_turn_add(
             (f"UPDATE {table} SET referenced = %s WHERE id IN ({marks})", [True, *sorted(seen)])
         )
     statements.append(_day_statement(session, turn))
-    ids = _execute(statements, returning=returning)
-    if uses and open_outputs is not None:
-        if not returning:  # a driver that returns no ids: the open outputs are read next time
-            open_outputs = None
-        else:
-            outputs = iter(ids)
-            added = []
-            for use in uses:
-                pk = next(outputs)
-                if use.kind == "output" and not use.referenced:
-                    added.append((pk, use.probes))
-            open_outputs = [*open_outputs, *added][-OPEN_OUTPUTS:]
-    _compactions_add(session, turn)
     specials = {**old, **{e.position: e for e in writes if e.position < 0}}
-    if len(_STATES) >= _STATES_MAX:
-        _STATES.clear()
-    _STATES[session.pk] = _State(index, specials, open_outputs)
+
+    def finish(returned: list[int]) -> None:
+        outputs: list[tuple[int, list[str]]] | None = open_outputs
+        if uses and outputs is not None:
+            if not returning:  # a driver that returns no ids: the open outputs are read next time
+                outputs = None
+            else:
+                pks = iter(returned)
+                added = []
+                for use in uses:
+                    pk = next(pks)
+                    if use.kind == "output" and not use.referenced:
+                        added.append((pk, use.probes))
+                outputs = [*outputs, *added][-OPEN_OUTPUTS:]
+        _compactions_add(session, turn)
+        if len(_STATES) >= _STATES_MAX:
+            _STATES.clear()
+        _STATES[session.pk] = _State(index, specials, outputs)
+
+    return TurnWrites(statements, returning, finish)
 
 
 #: The columns of an item's upsert, and what a turn does to a stored row: its token-turns so
@@ -841,4 +889,12 @@ def _session_walk(session: Session) -> int:
     return walked
 
 
-__all__ = ["attribution_rebuild", "attribution_turn_add", "item_key", "item_labels", "turn_day"]
+__all__ = [
+    "TurnWrites",
+    "attribution_rebuild",
+    "attribution_turn_add",
+    "attribution_turn_writes",
+    "item_key",
+    "item_labels",
+    "turn_day",
+]

@@ -44,11 +44,12 @@ from ctxweb.contexts.services._sessions import Then, _session_for_turn
 from ctxweb.contexts.services._sql import (
     _PREPARED_ROWS,
     _insert_rows_sql,
+    _insert_sql,
     _rows_by_hash_sql,
     _turn_insert,
     _turns_since_sql,
 )
-from ctxweb.contexts.services.attribution import attribution_turn_add
+from ctxweb.contexts.services.attribution import attribution_turn_writes
 from ctxweb.contexts.services.counting import counting_scope
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
@@ -508,9 +509,10 @@ def turn_ingest(
         session.secret_count += counted_secrets
         if context.max_output_tokens:
             session.output_reserve = context.max_output_tokens
-        _turn_insert(turn, session)
-        # The session's attribution rollups: only the messages past the shared prefix.
-        attribution_turn_add(
+        insert = _insert_sql([turn])  # sets the turn's created_at: its day, for the rollups
+        # The session's attribution rollups (only the messages past the shared prefix), written
+        # in the turn's own round trip where the driver allows it.
+        rollups = attribution_turn_writes(
             session=session,
             turn=turn,
             messages=context.messages,
@@ -520,6 +522,11 @@ def turn_ingest(
             toolset=toolset,
             regions=stored.regions,
             mask=project.mask_secrets,
+        )
+        rollups.finish(
+            _turn_insert(
+                turn, session, rollups.statements, insert=insert, returning=rollups.returning
+            )
         )
         _recent_put(
             key,
