@@ -1,7 +1,8 @@
 """Tuning aid: ctxweb-auto's facts kept where its floor allows, on the tuning half.
 
 Usage: ``.venv/bin/python bench/tuning_turns.py [--fractions 0.3,0.5,0.7] [--every 2]
-[--only sessions|turns] [--held-out] [--no-write] [--save F] [--before F]``
+[--only sessions|turns] [--held-out] [--no-write] [--save F] [--before F] [--results F]
+[--change TEXT]``
 
 Two sets of contexts of the tuning half (``bench/heldout.py``), 2,000 tokens or more: each
 session's largest turn (the contexts of ``bench/strategies.py``'s facts section), and one turn in
@@ -18,7 +19,9 @@ reported as it falls. The result goes to ``docs/benchmarks.md`` under ``## Strat
 ctxweb-auto on the tuning half's turns``.
 
 Before and after a change, in one sitting: ``--save before.json`` from the code before it, then
-``--before before.json`` here: the tables by kind show both.
+``--before before.json`` here: the tables by kind show both. ``--save after.json`` then
+``--results after.json`` renders (and writes) what was measured without planning it again, so
+the paragraph of ``--change`` can say what the run found.
 """
 
 from __future__ import annotations
@@ -322,6 +325,11 @@ def main() -> None:
         help="JSON saved by --save from the code before a change (same sitting), shown by kind",
     )
     parser.add_argument("--change", help="a paragraph on the change measured, after the definition")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="JSON saved by --save from this code: render (and write) it, plan nothing",
+    )
     args = parser.parse_args()
     import json
 
@@ -338,8 +346,12 @@ def main() -> None:
     def measure(half: str) -> dict[str, list[dict[str, Any]]]:
         return {unit: run(fractions, every, half) for unit, every in units.items()}
 
-    results = measure("tuning")
-    held_out = measure("held-out") if args.held_out else None
+    if args.results is not None:
+        saved = json.loads(args.results.read_text())
+        results, held_out = saved["tuning"], saved["held-out"]
+    else:
+        results = measure("tuning")
+        held_out = measure("held-out") if args.held_out else None
     if args.save is not None:
         args.save.write_text(json.dumps({"tuning": results, "held-out": held_out}))
         return

@@ -8,15 +8,17 @@ it inside the string that holds the pointer (the arguments stay valid JSON); a d
 gets its facts grouped by the file each tool call worked on, before its pointer to the full text.
 When the room runs out, the fact lists' commas give way first (written compact, spaces only),
 then the summary's prose (its goal and next steps last), the digests' quotes of a turn's last
-reply and their tools lines, then the long URLs, then the facts that cost the most tokens (an
-error name is kept before any other): the room keeps as many facts as it can buy. A long URL the
+reply and their tools lines, then (where the plan allows it) the verbatim tool outputs its
+steps may reach, compacted around a pointer (:func:`~._give.narrow`), then the long URLs, then
+the facts that cost the most tokens (an error name is kept before any other): the room keeps as
+many facts as it can buy. A long URL the
 room cannot buy whole is written short rather than not at all (its host and path, or its host and
 last segment: :func:`~._facts.short_url`), when that costs no fact written whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from compaction.messages.model import Message, Part, TextPart, ToolCallPart, ToolResultPart
@@ -36,7 +38,7 @@ from compaction.strategies.ctxweb_auto._summaries import make_room
 from compaction.strategies.ctxweb_auto._texts import FULL_TEXT, shrink_arguments
 from compaction.strategies.outputs import with_result_text
 
-__all__ = ["carry_facts", "input_facts", "lost_facts"]
+__all__ = ["GiveWay", "carry_facts", "input_facts", "lost_facts"]
 
 
 @dataclass
@@ -174,10 +176,18 @@ def _cost(draft: Draft, carriers: list[_Carrier], compact: bool = False) -> int:
     return cost
 
 
-def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple[int, int, int]:
+#: What gives up verbatim text for facts: (draft, total, tokens needed) -> the new total.
+GiveWay = Callable[[Draft, int, int], int]
+
+
+def carry_facts(
+    draft: Draft, total: int, room: int, inserted: Sources, give_way: GiveWay | None = None
+) -> tuple[int, int, int]:
     """Write the facts the draft lost into the carriers that replaced them (each fact into the
-    most recent one that held it), spending at most ``room`` tokens. Returns (the new total,
-    facts still lost, facts of the input)."""
+    most recent one that held it), spending at most ``room`` tokens; when they do not fit even
+    once the summary's prose and the digests' quotes gave way, ``give_way`` (if given) frees
+    tokens from verbatim text. Returns (the new total, facts still lost, facts of the
+    input)."""
     wanted = input_facts(draft)
     lost = wanted - _visible(draft, draft.messages)
     if not lost:
@@ -186,13 +196,15 @@ def carry_facts(draft: Draft, total: int, room: int, inserted: Sources) -> tuple
     _assign(carriers, lost)
     # facts before prose: the summary's prose gives way to the fact lines that do not fit (the
     # lines' commas first: written compact), then the digests' quotes of a last reply, then
-    # their tools lines (a cut line may hold facts of its own: they join the lost ones, hence a
-    # few rounds)
+    # their tools lines, then verbatim text where given (a cut line or a narrowed output may
+    # hold facts of its own: they join the lost ones, hence a few rounds)
     for _ in range(6):
         need = _cost(draft, carriers, compact=True) - room
         cut = make_room(draft, total, need, room, inserted)
         if cut >= total:
             cut = unquote(draft, total, need, room, inserted)
+        if cut >= total and give_way is not None and need > 0:
+            cut = give_way(draft, total, need)
         if cut >= total:
             break
         room += total - cut

@@ -9,28 +9,31 @@ is widened again, the most recent first, within the tokens the target leaves:
 
 The other way, when the facts a plan took out do not fit what the target leaves: after the
 summary's prose, the digests' quotes of the last reply give way to them, then their tools lines
-(:func:`unquote`).
+(:func:`unquote`), then the tool outputs the plan left verbatim where its steps may reach, the
+oldest first, each compacted around a pointer to its full text with as much of its head and
+tail kept as leaves the room the facts need (:func:`narrow`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from compaction.messages.model import Message, TextPart, ToolResultPart
-from compaction.strategies.base import Draft
+from compaction.strategies.base import Draft, make_artifact
 from compaction.strategies.ctxweb_auto._steps import STEPS_HEADER, Sources
 from compaction.strategies.ctxweb_auto._texts import (
     DIGEST_HEADER,
     DIGEST_QUOTE,
     POINTER,
     clip,
+    describe,
     pointer,
     turn_quotes,
 )
 from compaction.strategies.outputs import with_result_text
 
-__all__ = ["give_back", "unquote"]
+__all__ = ["give_back", "narrow", "unquote", "verbatim_outputs"]
 
 #: The share of the widened text kept before the pointer (the rest after it).
 HEAD_SHARE = 0.6
@@ -305,3 +308,77 @@ def _without_lines(
             quiet.append((position, new, saved))
             freed += saved
     return quiet
+
+
+def narrow(draft: Draft, total: int, need: int, lo: int, hi: int, over: int) -> int:
+    """Give up verbatim text for facts: the tool outputs of ``messages[lo:hi]`` still as they
+    came in and above ``over`` bytes, the oldest first, each compacted around a pointer to its
+    full text, as much of its head and tail kept as frees what is left of ``need`` tokens (the
+    facts the omitted middle held join the lost ones: the caller carries them). Returns the new
+    total."""
+    for position, k, text in verbatim_outputs(draft, lo, hi, over):
+        if need <= 0:
+            break
+        saved = _narrow(draft, position, k, text, need)
+        total -= saved
+        need -= saved
+    return total
+
+
+def verbatim_outputs(draft: Draft, lo: int, hi: int, over: int) -> Iterator[tuple[int, int, str]]:
+    """The tool outputs of ``messages[lo:hi]`` still as they came in and above ``over`` bytes,
+    the oldest first: (position, part, text). Read as it goes: a part :func:`narrow` changed
+    is no longer one."""
+    for position in range(max(lo, 0), min(hi, len(draft.messages))):
+        origin = draft.origin[position]
+        if origin is None:
+            continue
+        original = draft.context.messages[origin]
+        if len(draft.messages[position].parts) != len(original.parts):
+            continue
+        for k, was in enumerate(original.parts):
+            if not isinstance(was, ToolResultPart) or draft.messages[position].parts[k] != was:
+                continue
+            text = was.text
+            if len(text.encode("utf-8")) > over and POINTER.search(text) is None:
+                yield position, k, text
+
+
+def _narrow(draft: Draft, position: int, k: int, text: str, need: int) -> int:
+    """The output at ``messages[position].parts[k]`` (``text``, verbatim) compacted around a
+    pointer, keeping the most of its head and tail that frees ``need`` tokens (or none of
+    them). Returns the tokens freed."""
+    message = draft.messages[position]
+    before = draft.tokens(message)
+    artifact = make_artifact(
+        "tool_result", text, tokens=draft.text_tokens(text), summary=describe(text)
+    )
+
+    def narrowed(kept: int) -> Message:
+        head = int(kept * HEAD_SHARE)
+        tail = kept - head
+        note = f"[... {len(text) - kept} chars omitted; full text: {pointer(artifact.id)}]"
+        return with_result_text(message, k, f"{text[:head]}\n{note}\n{text[len(text) - tail :]}")
+
+    # searched up to a little past what the tokens left hold at the text's own characters per
+    # token (a long output is not tokenized whole at every step)
+    per_token = len(text) / max(draft.text_tokens(text), 1)
+    hi = min(len(text) - 1, int(max(before - need, 0) * per_token * 1.5) + 64)
+    kept, best = _largest(draft, 0, hi, narrowed, before - need)
+    if best is None:
+        kept, best = 0, narrowed(0)
+    after = draft.tokens(best)
+    if after >= before:
+        return 0
+    draft.artifacts.setdefault(artifact.id, artifact)
+    part = message.parts[k]
+    call = part.tool_call_id if isinstance(part, ToolResultPart) else "?"
+    draft.replace_message(
+        position,
+        best,
+        "compact-inline",
+        f"compact: tool output {call}; gave way to facts: {kept} chars of its head and tail kept",
+        part_index=k,
+        artifact_id=artifact.id,
+    )
+    return before - after

@@ -9,7 +9,7 @@ from compaction.messages.model import Message
 from compaction.regions import is_summary
 from compaction.strategies.base import Draft, Param, Strategy
 from compaction.strategies.ctxweb_auto._carry import carry_facts, lost_facts
-from compaction.strategies.ctxweb_auto._give import give_back
+from compaction.strategies.ctxweb_auto._give import give_back, narrow, verbatim_outputs
 from compaction.strategies.ctxweb_auto._outputs import OUTPUT_STEPS, shrink
 from compaction.strategies.ctxweb_auto._search import LAND, Attempt, search
 from compaction.strategies.ctxweb_auto._steps import Sources, digest_steps
@@ -200,7 +200,7 @@ class CtxwebAuto(Strategy):
         if total > aim and "summarize" in allowed:
             total = shorten_summary(draft, total, aim, sources)
         steps = total
-        total, lost, wanted = carry_facts(draft, total, target - total, sources)
+        total, lost, wanted = self._carry(draft, params, total, target, allowed, start, sources)
         if total < LAND * target:
             given = give_back(draft, total, target, sources)
             if given != total and lost:
@@ -210,6 +210,42 @@ class CtxwebAuto(Strategy):
         # is written compact, with no separator to pay for)
         cost = sum(draft.text_tokens(text) for _, text in lost_facts(draft)) if lost else 0
         return Attempt(draft, aim, steps, total, lost, wanted, cost)
+
+    def _carry(
+        self,
+        draft: Draft,
+        params: dict[str, Any],
+        total: int,
+        target: int,
+        allowed: tuple[str, ...],
+        start: int,
+        sources: Sources,
+    ) -> tuple[int, int, int]:
+        """The facts the steps took out written back within ``target`` (:func:`carry_facts`).
+        When some do not fit, once more from the same draft with the tool outputs the steps left
+        verbatim giving way to them (:func:`_verbatim_range`, compacted around a pointer, the
+        oldest first): the attempt that keeps more facts visible is kept (the first on a tie)."""
+        over = params["compact_bytes"]
+        lo, hi = _verbatim_range(draft, params, start)
+        if "compact" not in allowed or next(verbatim_outputs(draft, lo, hi, over), None) is None:
+            return carry_facts(draft, total, target - total, sources)
+        saved = _Saved(draft, sources)
+        first = carry_facts(draft, total, target - total, sources)
+        if not first[1]:
+            return first
+        kept = _Saved(draft, sources)
+        saved.restore(draft, sources)
+
+        def give_way(draft: Draft, total: int, need: int) -> int:
+            if total > target:
+                return total
+            return narrow(draft, total, need, lo, hi, over)
+
+        second = carry_facts(draft, total, target - total, sources, give_way)
+        if second[1] < first[1]:
+            return second
+        kept.restore(draft, sources)
+        return first
 
     def _escalate(
         self,
@@ -281,6 +317,41 @@ class CtxwebAuto(Strategy):
             return total
         latest = max(_latest_start(draft.messages), start)
         return _give_way(draft, params, total, target, latest, ("compact", "prune"), allowed)
+
+
+class _Saved:
+    """What a draft and this plan's sources hold at one moment, to go back to: the fact pass
+    replaces items of these lists and dicts, never a message in place."""
+
+    def __init__(self, draft: Draft, sources: Sources) -> None:
+        self.messages = list(draft.messages)
+        self.origin = list(draft.origin)
+        self.system = draft.system
+        self.edits = list(draft.edits)
+        self.warnings = list(draft.warnings)
+        self.artifacts = dict(draft.artifacts)
+        self.sources = dict(sources)
+
+    def restore(self, draft: Draft, sources: Sources) -> None:
+        draft.messages, draft.origin = list(self.messages), list(self.origin)
+        draft.system, draft.edits = self.system, list(self.edits)
+        draft.warnings, draft.artifacts = list(self.warnings), dict(self.artifacts)
+        sources.clear()
+        sources.update(self.sources)
+
+
+def _verbatim_range(draft: Draft, params: dict[str, Any], start: int) -> tuple[int, int]:
+    """Where verbatim tool outputs may give way to facts: the messages the plan's steps may
+    reach, from ``start`` (after the cached prefix kept) up to the latest user turn with
+    ``latest_turn=verbatim``; else up to its last ``keep_recent_outputs`` tool calls, or to
+    the end in a session of one prompt (where those calls give way too, as in
+    :meth:`CtxwebAuto._into_latest_turn`)."""
+    latest = _latest_start(draft.messages)
+    if params["latest_turn"] == "verbatim":
+        return start, latest
+    if not any(map(is_user_turn_start, draft.messages[:latest])):
+        return start, len(draft.messages)
+    return start, _recent_start(draft.messages, latest, params["keep_recent_outputs"])
 
 
 def _give_way(

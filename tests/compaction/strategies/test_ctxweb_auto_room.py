@@ -6,9 +6,10 @@ facts keeps its line, two outputs of one message included."""
 from __future__ import annotations
 
 from compaction.messages.model import Context, Message, TextPart, ToolResultPart
+from compaction.regions import context_regions
 from compaction.strategies import get_strategy
 from compaction.strategies.ctxweb_auto._facts import message_facts, short_url
-from tests.support.messages import atc, ctx, sys, t, u
+from tests.support.messages import a, atc, ctx, sys, t, u
 
 FILLER = "words. " * 300
 
@@ -138,3 +139,52 @@ def test_identifiers_such_as_reservation_and_flight_ids_are_carried_when_room_al
             assert wanted <= visible, target
             carried += 1
     assert carried
+
+
+def _one_prompt(steps=8, names=60):
+    """One request (with ``names`` identifiers of its own, so a few facts lost are under 5% of
+    the context's) driving ``steps`` tool calls, each output listing directories, a scoped
+    package and ``node_modules/`` amid filler."""
+    request = "set up the web app build: " + " ".join(f"setting_name_{k}" for k in range(names))
+    messages = [sys("You are an agent."), u(request)]
+    filler = "words. " * 300
+    for i in range(steps):
+        output = f"ls\n{filler} node_modules/ dist_{i}/ .cache_{i}/ @scope{i}/pkg{i} {filler}"
+        messages += [atc(f"c{i}", name="bash", text=f"step {i}"), t(f"c{i}", output)]
+    messages.append(a("done"))
+    return ctx(*messages)
+
+
+def test_verbatim_outputs_give_way_to_the_facts_a_plan_landing_at_its_target_lost(counter):
+    # a plan whose digest of earlier steps lands at the target has no room left for the
+    # directories and packages it took out; aimed lower, a whole step more is digested and
+    # the plan lands far under the target. Neither: the oldest output left verbatim is
+    # compacted around a pointer by what the facts' lines need, and the plan keeps them all
+    context = _one_prompt()
+    wanted = _facts(context.messages)
+    tokens = int(context_regions(context, counter).total)
+    gave_way = 0
+    for percent in range(30, 80):
+        target = tokens * percent // 100
+        plan = _plan(context, counter, target, max_step="summarize")
+        assert plan.after.total <= target, percent
+        visible = _facts(plan.context.messages)
+        assert wanted <= visible, (percent, sorted(wanted - visible))
+        if any("gave way to facts:" in e.detail for e in plan.edits):
+            gave_way += 1
+            # text gave way only as far as the facts needed: the plan lands near its target
+            assert plan.after.total >= 0.9 * target, percent
+    assert gave_way
+
+
+def test_with_latest_turn_verbatim_no_output_of_the_latest_turn_gives_way(counter):
+    context = _one_prompt()
+    tokens = int(context_regions(context, counter).total)
+    for percent in range(30, 80, 4):
+        plan = get_strategy("ctxweb-auto").plan(
+            context,
+            {"target_tokens": tokens * percent // 100, "latest_turn": "verbatim"},
+            counter=counter,
+        )
+        assert not any("gave way to facts:" in e.detail for e in plan.edits), percent
+        assert plan.context.messages[1:] == context.messages[1:], percent
