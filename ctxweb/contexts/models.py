@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import models
 
 from ctxweb.accounts.models import Project
+from ctxweb.contexts.fields import KeyOrderJSONField
 
 KEYFRAME_EVERY = 32
 
@@ -77,7 +78,7 @@ class Message(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="messages")
     hash = models.CharField(max_length=64)
     role = models.CharField(max_length=16)
-    data = models.JSONField()
+    data = KeyOrderJSONField()
     size = models.PositiveIntegerField(help_text="bytes of canonical JSON")
     counts = models.JSONField(default=dict)
     secrets = models.JSONField(
@@ -101,7 +102,7 @@ class ToolSet(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="toolsets")
     hash = models.CharField(max_length=64)
-    data = models.JSONField()
+    data = KeyOrderJSONField()
     counts = models.JSONField(default=dict, help_text="encoding -> tokens")
     secrets = models.JSONField(
         default=list,

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import Field, JSONField, Model
 
+from ctxweb.contexts.fields import KeyOrderJSONField, json_as_sent
 from ctxweb.contexts.models import ManagedContext, Session, Turn
 from ctxweb.contexts.models import Message as MessageRow
 
@@ -264,12 +265,21 @@ def _json_text(value: Any) -> str:
     return encoded.decode()
 
 
+#: The JSON fields whose values :func:`_db_value` encodes itself (not a subclass it does not know).
+_JSON_FIELDS = (JSONField, KeyOrderJSONField)
+
+
 def _db_value(field: Field[Any, Any], value: Any, db: Any) -> Any:
     """``value`` of ``field`` as ``save()`` sends it to database ``db``; a JSON field's (with
-    Django's own encoder) encoded by :func:`_json_text`."""
-    if type(field) is not JSONField or field.encoder is not None or value is None:
+    Django's own encoder) encoded by :func:`_json_text`, a :class:`KeyOrderJSONField`'s as a
+    ``json`` parameter on PostgreSQL (a ``jsonb`` one would reach its column with its keys
+    reordered)."""
+    kind = type(field)
+    if kind not in _JSON_FIELDS or value is None or getattr(field, "encoder", None) is not None:
         return field.get_db_prep_save(value, db)
     if db.vendor == "postgresql":
+        if kind is KeyOrderJSONField:
+            return json_as_sent(value, _json_text)
         from django.db.backends.postgresql.psycopg_any import Jsonb
 
         return Jsonb(value, dumps=_json_text)
