@@ -33,8 +33,7 @@ the same through Django's URLs (WSGI, the test client).
   the provider's shape before it starts, an ``error`` event ending a stream, a cut connection
   otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
-  (a cache read for a known key; on the event loop itself when that cache is the process's own
-  memory, as embedded, and holds the key: no I/O, no thread hop), managed mode's preparation on
+  (a cache read for a known key), managed mode's preparation on
   ``CTXWEB_PROXY_PREPARE_THREADS`` others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per
   key, and at most ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several
   times its size while it is parsed): no caller's call waits behind another key's work on a
@@ -47,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -59,13 +57,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from django.conf import settings
-from django.core.cache import cache, caches
-from django.core.cache.backends.locmem import LocMemCache
-from django.core.exceptions import SynchronousOnlyOperation
 from django.db import close_old_connections, connection
 
 from ctxweb import ratelimit
-from ctxweb.accounts.selectors import api_key_cache_name, api_key_get_active
+from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.bodies import ENCODINGS
 from ctxweb.contexts.services import recording
@@ -254,22 +249,6 @@ def _admit(raw_key: str) -> tuple[ApiKey | None, int | None]:
     return key, _wait_before(key)
 
 
-def _admit_here(raw_key: str) -> tuple[ApiKey | None, int | None] | None:
-    """:func:`_admit` on the event loop when it takes no I/O: the cache is this process's memory
-    (the embedded shape) and holds the key, so the check is a few dictionary reads and no thread
-    hop. None when it must go to a thread: a shared cache (Redis), a key not cached (the
-    database), or uses recorded inline (tests)."""
-    if settings.CTXWEB_TASKS_INLINE or not isinstance(caches["default"], LocMemCache):
-        return None
-    # the key's cache entry, named as api_key_get_active names it (by the key's SHA-256)
-    if not cache.has_key(api_key_cache_name(hashlib.sha256(raw_key.encode()).hexdigest())):
-        return None
-    try:
-        return _admit(raw_key)
-    except SynchronousOnlyOperation:  # the entry expired in between: the database is asked
-        return None
-
-
 def _prepare(**call: Any) -> Any:
     try:
         return proxy_prepare(**call)
@@ -419,10 +398,7 @@ async def relay(
     answer's ``release`` must be called once it is over (:mod:`ctxweb.proxy.app` does)."""
     raw_key = _header(headers, "x-ctxweb-key")
     loop = asyncio.get_running_loop()
-    admitted = _admit_here(raw_key) if raw_key else (None, None)
-    if admitted is None:
-        admitted = await loop.run_in_executor(_KEYS, _admit, raw_key)
-    key, wait = admitted
+    key, wait = await loop.run_in_executor(_KEYS, _admit, raw_key) if raw_key else (None, None)
     if key is None:
         # Asking again cannot help. Claude Code retries a bare 401 for about three minutes
         # before it prints the message; x-should-retry (which the Anthropic and OpenAI SDKs

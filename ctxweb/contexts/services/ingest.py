@@ -31,7 +31,7 @@ from ctxweb.contexts.services._canonical import (
     _same_content,
     _typed_equal,
 )
-from ctxweb.contexts.services._moments import occurred_at_parse
+from ctxweb.contexts.services.moments import occurred_at_parse
 from ctxweb.contexts.services._recent import (
     _Recent,
     _recent_earlier,
@@ -255,7 +255,7 @@ def turn_ingest(
 
     ``occurred_at`` is when the call happened by its source's clock (a transcript's timestamp, a
     span's start: a datetime, ISO 8601 text or an epoch number); one that cannot be read or is
-    absurd is ignored (:func:`~ctxweb.contexts.services._moments.occurred_at_parse`). The turn
+    absurd is ignored (:func:`~ctxweb.contexts.services.moments.occurred_at_parse`). The turn
     counts on that day in the project overview; without one, on the day it was recorded.
     """
     # Only a turn with a turn_id can be retried: hash the body only then.
