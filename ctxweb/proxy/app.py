@@ -151,7 +151,7 @@ async def _send_answer(relayed: Relayed, receive: Receive, send: Send) -> None:
     if isinstance(relayed.body, bytes):
         await send({"type": "http.response.body", "body": relayed.body})
         return
-    streaming = asyncio.ensure_future(_stream(relayed.body, send, relayed.release))
+    streaming = asyncio.ensure_future(_stream(relayed.body, send))
     leaving = asyncio.ensure_future(_disconnected(receive))
     try:
         await asyncio.wait({streaming, leaving}, return_when=asyncio.FIRST_COMPLETED)
@@ -165,24 +165,20 @@ async def _send_answer(relayed: Relayed, receive: Receive, send: Send) -> None:
         logger.warning("proxy: relaying the answer failed: %r", streaming.exception())
 
 
-async def _stream(chunks: AsyncIterator[bytes], send: Send, over: Callable[[], None]) -> None:
+async def _stream(chunks: AsyncIterator[bytes], send: Send) -> None:
     """Relay the chunks as the caller takes them: the server's ``send`` waits while the
     caller's socket is full, so the upstream is read no faster than the caller reads. A caller
-    that takes nothing for ``CTXWEB_SEND_TIMEOUT`` seconds is dropped. ``over`` is called once
-    the upstream answer has ended, before the end of the body goes out: a caller that sends its
-    next call as soon as it has this one whole finds it no longer in flight."""
+    that takes nothing for ``CTXWEB_SEND_TIMEOUT`` seconds is dropped."""
     timeout = settings.CTXWEB_SEND_TIMEOUT
     try:
         async for chunk in chunks:
             if chunk:
                 message = {"type": "http.response.body", "body": chunk, "more_body": True}
                 try:
-                    async with asyncio.timeout(timeout):  # a timer, not a task a chunk
-                        await send(message)
+                    await asyncio.wait_for(send(message), timeout)
                 except TimeoutError:
                     logger.info("proxy: the caller took nothing for %gs: dropped", timeout)
                     return
-        over()
         await send({"type": "http.response.body", "body": b""})
     finally:
         close = getattr(chunks, "aclose", None)

@@ -33,11 +33,11 @@ the same through Django's URLs (WSGI, the test client).
   the provider's shape before it starts, an ``error`` event ending a stream, a cut connection
   otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
-  (a cache read for a known key), managed mode's preparation on
-  ``CTXWEB_PROXY_PREPARE_THREADS`` others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per
-  key, and at most ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several
-  times its size while it is parsed): no caller's call waits behind another key's work on a
-  shared thread, and a small call finds room beside a big one.
+  (a cache read for a known key), managed mode's preparation on ``CTXWEB_PROXY_PREPARE_THREADS``
+  others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key, and at most
+  ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several times its size
+  while it is parsed): no caller's call waits behind another key's work on a shared thread, and
+  a small call finds room beside a big one.
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -121,18 +121,11 @@ class Relayed:
     release: Callable[[], None] = field(default=lambda: None)
 
 
-#: Pooled clients per event loop, forgotten with their loop (a loop's id can be reused by the
+#: One pooled client per event loop, forgotten with its loop (a loop's id can be reused by the
 #: next loop once it is gone, and a client bound to a closed loop fails on its next call).
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
     weakref.WeakKeyDictionary()
 )
-#: How many pools the upstream connections are spread over. httpcore scans every connection of
-#: its pool (is it idle, has it expired: a socket poll each) when a call starts and when one
-#: ends: with 32 callers in one pool that scan was half of the relay's CPU (py-spy). A caller's
-#: calls (its key and session) go to one pool, where its kept-alive connection waits.
-UPSTREAM_POOLS = 8
-#: Idle connections kept, over all the pools.
-KEPT_ALIVE = 64
 #: The key checks' threads, and managed mode's preparation's: apart from each other and from
 #: Django's, so that no call waits behind another caller's work on a shared thread.
 _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix="ctxweb-proxy-key")
@@ -146,23 +139,16 @@ _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, async
 )
 
 
-def _client(caller: object) -> httpx.AsyncClient:
-    """The pooled client of ``caller``'s calls on this event loop (uvicorn runs one)."""
+def _client() -> httpx.AsyncClient:
+    """One pooled client per event loop (daphne runs one)."""
     loop = asyncio.get_running_loop()
-    clients = _CLIENTS.get(loop)
-    if clients is None:
-        clients = _CLIENTS[loop] = [
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
-                limits=httpx.Limits(
-                    max_connections=None,
-                    max_keepalive_connections=max(1, KEPT_ALIVE // UPSTREAM_POOLS),
-                ),
-                follow_redirects=False,
-            )
-            for _ in range(UPSTREAM_POOLS)
-        ]
-    return clients[hash(caller) % len(clients)]
+    if loop not in _CLIENTS:
+        _CLIENTS[loop] = httpx.AsyncClient(
+            timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            follow_redirects=False,
+        )
+    return _CLIENTS[loop]
 
 
 def upstream(provider: str) -> str:
@@ -473,7 +459,7 @@ async def _relay(
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original
-    client = _client((key.pk, session))
+    client = _client()
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
     try:
         outgoing = client.build_request(
@@ -491,8 +477,7 @@ async def _relay(
     seconds = settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS
     deadline = loop.time() + seconds
     try:
-        async with asyncio.timeout_at(deadline):
-            answer = await client.send(outgoing, stream=True)
+        answer = await asyncio.wait_for(client.send(outgoing, stream=True), seconds)
     except TimeoutError:
         logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
         return _bad_gateway(
@@ -548,10 +533,11 @@ async def _relay(
         upstream_chunks = answer.aiter_raw()
         try:
             while True:
+                left = deadline - loop.time()
                 try:
-                    # a timer, not a task a chunk as wait_for makes (a stream is many chunks)
-                    async with asyncio.timeout_at(deadline):
-                        chunk = await upstream_chunks.__anext__()
+                    if left <= 0:
+                        raise TimeoutError
+                    chunk = await asyncio.wait_for(upstream_chunks.__anext__(), left)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
@@ -572,10 +558,6 @@ async def _relay(
                     chunk, held = _whole_events(held + chunk)
                 if chunk:
                     yield chunk
-            # Its connection back to the pool now, before the end of the body goes out: an agent
-            # that calls again as soon as it has its answer finds it there (else every such
-            # call opens another, and the pool, which every call scans, grows).
-            await answer.aclose()
             complete = True
             if held:
                 yield held  # the stream's last bytes, whatever they are

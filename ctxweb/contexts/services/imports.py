@@ -32,8 +32,8 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import ImportJob, Session, Turn
 from ctxweb.contexts.services import turn_ingest
 from ctxweb.contexts.services._background import schedule_after_commit
-from ctxweb.contexts.services.moments import occurred_at_parse
 from ctxweb.contexts.services.attribution import attribution_rebuild
+from ctxweb.contexts.services.moments import occurred_at_parse
 
 logger = logging.getLogger(__name__)
 

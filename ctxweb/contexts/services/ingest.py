@@ -31,7 +31,6 @@ from ctxweb.contexts.services._canonical import (
     _same_content,
     _typed_equal,
 )
-from ctxweb.contexts.services.moments import occurred_at_parse
 from ctxweb.contexts.services._recent import (
     _Recent,
     _recent_earlier,
@@ -51,6 +50,7 @@ from ctxweb.contexts.services._sql import (
 )
 from ctxweb.contexts.services.attribution import attribution_turn_writes
 from ctxweb.contexts.services.counting import counting_scope
+from ctxweb.contexts.services.moments import occurred_at_parse
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
     _messages_plan,

@@ -16,9 +16,9 @@ from compaction.transcripts import parse_transcript
 from ctxweb.contexts.models import AttributionDay, Session, Turn
 from ctxweb.contexts.selectors.attribution import project_overview
 from ctxweb.contexts.services import turn_ingest, turn_request_parse
-from ctxweb.contexts.services.moments import EARLIEST, occurred_at_parse
 from ctxweb.contexts.services.attribution import turn_day
 from ctxweb.contexts.services.imports import transcript_import
+from ctxweb.contexts.services.moments import EARLIEST, occurred_at_parse
 from tests.support.world import World
 
 UTC = datetime.UTC

@@ -111,7 +111,6 @@ class StandIn(BaseHTTPRequestHandler):
     - ``oversized``: a JSON answer of 200 kB, its length declared;
     - ``overflowing``: a stream of :data:`SMALL_EVENTS` events of about 1 kB, then one of 150 kB;
     - ``stalling``: a stream's headers and first event, then nothing;
-    - ``streamed``: a short stream of three events;
     - ``silent``: not even the headers.
 
     ``GET /v1/flood``: :data:`FLOOD_BYTES` declared and written as fast as they are taken.
@@ -133,7 +132,7 @@ class StandIn(BaseHTTPRequestHandler):
         try:
             if model == "silent":
                 UPSTREAM.release.wait(WAIT)
-            elif model in ("overflowing", "stalling", "streamed"):
+            elif model in ("overflowing", "stalling"):
                 self._stream(model)
             else:
                 if model == "held":
@@ -157,12 +156,6 @@ class StandIn(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")  # the body ends with the connection
         self.end_headers()
-        if model == "streamed":
-            for word in ("One", " two", " three."):
-                self.wfile.write(event(model, word))
-                self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-            return
         if model == "stalling":
             self.wfile.write(event(model, "Thinking"))
             self.wfile.flush()
@@ -465,44 +458,6 @@ def test_a_key_has_at_most_its_calls_in_flight_and_others_keys_are_served(
             return False  # the calls that ended are released as their answers end
 
     eventually(served, "the key called again after its calls ended", server)
-
-
-def test_a_caller_at_its_keys_limit_calling_again_once_it_has_its_answer_is_not_refused(
-    crowded: Started,
-) -> None:
-    """As many callers as the key's limit, each sending its next streamed call on its kept-alive
-    connection as soon as it has read the last one whole: none is ever a 429 (a call stops
-    counting before the end of its answer goes out)."""
-    server, key = crowded
-    request = json.dumps(
-        {"model": "streamed", "messages": [{"role": "user", "content": "Count."}], "stream": True}
-    )
-    headers = {
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {PROVIDER_KEY}",
-        "X-Ctxweb-Key": key,
-        "X-Ctxweb-Session": "back-to-back",
-    }
-    statuses: list[int] = []
-
-    def caller() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", server.port or 0, timeout=WAIT)
-        try:
-            for _ in range(15):
-                connection.request("POST", "/proxy/openai/v1/chat/completions", request, headers)
-                answer = connection.getresponse()
-                body = answer.read()
-                statuses.append(answer.status)
-                assert answer.status != 200 or body.endswith(b"data: [DONE]\n\n"), body
-        finally:
-            connection.close()
-
-    callers = [threading.Thread(target=caller) for _ in range(2)]  # the key's limit
-    for thread in callers:
-        thread.start()
-    for thread in callers:
-        thread.join(WAIT)
-    assert statuses == [200] * 30, server.output
 
 
 # --- clients that read nothing ---------------------------------------------------------------
