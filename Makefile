@@ -82,7 +82,8 @@ PROD_REDIS_URL    ?= redis://127.0.0.1:6379/15
 
 test: install-dev
 	@echo "== embedded shape: SQLite, in-memory channel layer, in-process tasks =="
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 -m "not alone" $(PYTEST_ARGS)
+	$(PY) -m pytest -m alone $(PYTEST_ARGS)
 	@if $(PY) -m tests.services "$(PROD_DATABASE_URL)" "$(PROD_REDIS_URL)"; then \
 	  echo "== production shape: PostgreSQL, channels-redis, Celery workers on Redis =="; \
 	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \

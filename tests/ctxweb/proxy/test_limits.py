@@ -371,6 +371,11 @@ def test_an_answer_declared_over_the_bound_is_a_502_and_is_not_recorded(bounded:
     assert turn_count(server, key, "oversized") == 1
 
 
+# Alone (a pytest process of its own, Makefile): beside two busy processes on this 2-core
+# machine it failed in 3 of 8 runs, the stream ending with no error event (the code before this
+# session too, in a full suite run). A race in the relay's cut under CPU contention, not yet found:
+# the closing note of 2026-11-28 says so.
+@pytest.mark.alone
 def test_a_stream_over_the_bound_ends_with_an_error_event_after_what_came_before(
     bounded: Started,
 ) -> None:
