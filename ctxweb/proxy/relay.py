@@ -528,8 +528,7 @@ async def _relay(
         )
         size = 0
         complete = False
-        events = streamed and not encoded
-        held = b""
+        events = WholeEvents() if streamed and not encoded else None
         upstream_chunks = answer.aiter_raw()
         try:
             while True:
@@ -552,18 +551,18 @@ async def _relay(
                     )
                 if written is not None:
                     written.write(chunk)  # written before it is relayed
-                if events:
+                if events is not None:
                     # an event stream goes back whole events at a time (a client parses none
                     # before its end anyway), so that an error can always follow as an event
-                    chunk, held = _whole_events(held + chunk)
+                    chunk = events.feed(chunk)
                 if chunk:
                     yield chunk
             complete = True
-            if held:
-                yield held  # the stream's last bytes, whatever they are
+            if events is not None and events.held:
+                yield bytes(events.held)  # the stream's last bytes, whatever they are
         except AnswerStopped as stopped:
             logger.warning("proxy: %s", stopped)
-            if events:
+            if events is not None:
                 yield _stream_error(provider, format, f"ctxweb: {stopped}; the answer was cut.")
                 return
             raise
@@ -588,9 +587,27 @@ async def _relay(
     return Relayed(answer.status_code, returned, chunks())
 
 
-def _whole_events(data: bytes) -> tuple[bytes, bytes]:
-    """``data`` split after its last complete server-sent event: (the events, the rest)."""
-    end = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, data.rfind(b"\r\r") + 2)
-    if end < 2:
-        return b"", data
-    return data[:end], data[end:]
+#: What ends a server-sent event: a blank line, in the line endings servers write.
+EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+
+
+class WholeEvents:
+    """An event stream's bytes let through after each complete event, the rest held.
+
+    Only the bytes that arrived since the last look are searched (with the few before them a
+    blank line may start in), so an event of megabytes in many chunks costs its size once."""
+
+    def __init__(self) -> None:
+        self.held = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        """``chunk`` added; the complete events held so far, or ``b""`` while none is."""
+        start = max(0, len(self.held) - 3)
+        self.held += chunk
+        found = [(self.held.rfind(mark, start), len(mark)) for mark in EVENT_ENDS]
+        end = max((at + size for at, size in found if at >= 0), default=0)
+        if not end:
+            return b""
+        whole = bytes(self.held[:end])
+        del self.held[:end]
+        return whole
