@@ -51,14 +51,16 @@ def _turns(session: Session) -> Iterator[tuple[Turn, Context]]:
 
 
 def session_export_jsonl(*, session: Session) -> Iterator[str]:
-    """One line per turn: its index, ``turn_id``, time, model, the request as ingested, the
-    response and usage as reported, and ctxweb's counts."""
+    """One line per turn: its index, ``turn_id``, when it was recorded and when its call
+    happened (``occurred_at``: null when its source did not say), model, the request as ingested,
+    the response and usage as reported, and ctxweb's counts."""
     for turn, context in _turns(session):
         line = {
             "session": session.external_id,
             "index": turn.index,
             "turn_id": turn.turn_id,
             "created_at": turn.created_at.isoformat(),
+            "occurred_at": turn.occurred_at.isoformat() if turn.occurred_at else None,
             "model": session.model,
             "format": context.format,
             "request": render(context),
@@ -85,7 +87,8 @@ def _hex(text: str, digits: int) -> str:
 def session_export_otlp(*, session: Session) -> Iterator[str]:
     """An OTLP JSON ``ExportTraceServiceRequest``: the session is one trace (resource attribute
     ``session.id``), each turn one span with OpenTelemetry GenAI attributes and the request as
-    sent, in turn order."""
+    sent, in turn order, starting when its call happened (when it was recorded if its source did
+    not say): read back by the receiver, the turns keep their dates."""
     resource = {
         "attributes": [
             {"key": "service.name", "value": _any_value("ctxweb-export")},
@@ -99,7 +102,8 @@ def session_export_otlp(*, session: Session) -> Iterator[str]:
     yield before + '"spans": ['
     trace_id = _hex(f"ctxweb:{session.project_id}:{session.external_id}", 32)
     for n, (turn, context) in enumerate(_turns(session)):
-        started = int(turn.created_at.timestamp() * 1_000_000_000)
+        moment = turn.occurred_at or turn.created_at
+        started = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
         attributes = gen_ai_attributes(
             context,
             render(context),

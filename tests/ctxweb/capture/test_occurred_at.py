@@ -123,3 +123,41 @@ def test_a_langfuse_generations_start_time_dates_its_turn(world: World) -> None:
     dated = Turn.objects.get(turn_id="lf:g1")
     assert dated.occurred_at == datetime.datetime(2025, 9, 25, 2, 12, 23, 966000, tzinfo=UTC)
     assert Turn.objects.get(turn_id="lf:g2").occurred_at is None
+
+
+def test_a_sessions_exports_carry_each_turns_date_and_a_read_back_keeps_it(world: World) -> None:
+    otlp(
+        world,
+        llm_span("00000000000000c1", START, CALL_1),
+        llm_span("00000000000000c2", 150, CALL_2),  # undated: exported as when it was recorded
+    )
+    dated = datetime.datetime(2025, 9, 25, 2, 12, 23, 966123, tzinfo=UTC)
+    originals = list(Turn.objects.filter(session__project=world.project).order_by("index"))
+    assert sorted((t.turn_id, t.occurred_at) for t in originals) == [
+        ("00000000000000c1", dated),
+        ("00000000000000c2", None),
+    ]
+    api = world.api(world.ingest_key)
+    lines = b"".join(api.get("/api/v1/sessions/sess-1/export?format=jsonl").streaming_content)
+    assert [json.loads(line)["occurred_at"] for line in lines.splitlines()] == [
+        t.occurred_at.isoformat() if t.occurred_at else None for t in originals
+    ]
+    document = b"".join(
+        api.get("/api/v1/sessions/sess-1/export?format=otlp-json").streaming_content
+    )
+    spans = json.loads(document)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    moments = [t.occurred_at or t.created_at for t in originals]
+    assert [span["startTimeUnixNano"] for span in spans] == [
+        str(int(m.timestamp()) * 10**9 + m.microsecond * 1000) for m in moments
+    ]
+    assert str(START // 1000 * 1000) in {span["startTimeUnixNano"] for span in spans}
+    read_back = Client().post(
+        "/v1/traces",
+        document,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {world.outsider_key}",
+    )
+    assert read_back.status_code == 200
+    copies = Turn.objects.filter(session__project=world.other_project).order_by("index")
+    # the undated one dated when it was recorded (the receiver orders spans by their start)
+    assert sorted(turn.occurred_at for turn in copies) == sorted(moments)
