@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
 from ctxweb.contexts.selectors import attribution as attribution_selectors
-from ctxweb.shapes import (
+from ctxweb.tables import (
     DEFAULT_DAYS,
     ITEM_SESSION_COLUMNS,
     MAX_FILTER_CHARS,

@@ -25,7 +25,7 @@ from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as attribution_selectors
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.turns import GROUPED
-from ctxweb.shapes import (
+from ctxweb.tables import (
     DEFAULT_DAYS,
     ITEM_SESSION_COLUMNS,
     MAX_FILTER_CHARS,
