@@ -133,7 +133,8 @@ class CtxwebAuto(Strategy):
             max=1000,
             help="the latest turn's last tool calls (and their outputs) kept verbatim; in a"
             " session of one prompt (or when nothing else can be shrunk) they give way, oldest"
-            " first, externalized before anything lossy, when nothing else reaches the target",
+            " first, each behind a pointer to its full text, when nothing else reaches the"
+            " target",
         ),
     )
 
@@ -412,7 +413,7 @@ def _warn_latest_turn(draft: Draft, params: dict[str, Any]) -> None:
         kept_part = (
             f"its request is kept verbatim; nothing else could reach the target, so {gave} of"
             f" the messages of its last {keep} tool calls (keep_recent_outputs) gave way too,"
-            " oldest first, externalized before anything lossy"
+            " oldest first, each behind a pointer to its full text"
         )
     else:
         kept_part = f"its request and last {keep} tool calls are kept verbatim"

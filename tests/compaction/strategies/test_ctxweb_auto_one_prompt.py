@@ -70,7 +70,7 @@ def test_it_says_the_protected_calls_gave_way(counter):
     )
     [warning] = plan.warnings
     assert "of its last 3 tool calls (keep_recent_outputs) gave way" in warning
-    assert "externalized before anything lossy" in warning
+    assert "oldest first, each behind a pointer to its full text" in warning
 
 
 def test_latest_turn_verbatim_still_keeps_them(counter):
