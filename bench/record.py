@@ -1,5 +1,6 @@
 """Where the benchmarks are recorded: the machine they ran on, and each script's own section of
-``docs/benchmarks.md`` (the other sections are kept)."""
+``docs/benchmarks.md`` (the other sections are kept); and the embedded shape's Django that the
+in-process benchmarks set up (:func:`embedded_django`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import datetime
 import os
 import platform
 import re
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,3 +80,22 @@ def report(
     if write:
         write_section(heading, section)
     return section
+
+
+def embedded_django(prefix: str) -> str:
+    """Django set up in this process in the embedded shape (SQLite in a new data folder named
+    after ``prefix``, no Redis), migrated: the folder."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    os.environ["CTXWEB_DATA_DIR"] = folder
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+    import django
+    from django.core.management import call_command
+
+    from ctxweb.datadir import prepare
+
+    prepare()  # this process is an entry point: its data folder and secret
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return folder

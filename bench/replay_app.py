@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from record import report  # noqa: E402
+from record import embedded_django, report  # noqa: E402
 
 SECTION = "## Replay in the app"
 TARGET_SECONDS = 30.0
@@ -262,19 +262,9 @@ def main() -> None:
         )
         return
 
-    folder = tempfile.mkdtemp(prefix="ctxweb-bench-replay-")
-    os.environ["CTXWEB_DATA_DIR"] = folder
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+    embedded_django("ctxweb-bench-replay-")
     import django
-
-    from ctxweb.datadir import prepare
-
-    prepare()
-    django.setup()
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
@@ -283,7 +273,6 @@ def main() -> None:
     from ctxweb.contexts.models import Session
     from ctxweb.contexts.services import counting, replays
 
-    call_command("migrate", verbosity=0)
     project = project_create(name="bench-replay")
     ingest_seconds = ingest(project, args.turns, args.tokens, args.seed)
     session = Session.objects.get(project=project, external_id=EXTERNAL_ID)

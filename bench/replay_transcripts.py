@@ -22,9 +22,7 @@ sections are kept).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from record import report  # noqa: E402
+from record import embedded_django, report  # noqa: E402
 
 SECTION = "## Replay of every real transcript"
 
@@ -56,19 +54,9 @@ def main() -> None:
         sys.exit(MISSING)
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "README.md")
 
-    data = tempfile.mkdtemp(prefix="ctxweb-bench-replay-transcripts-")
-    os.environ["CTXWEB_DATA_DIR"] = data
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
+    embedded_django("ctxweb-bench-replay-transcripts-")
     import django
-
-    from ctxweb.datadir import prepare
-
-    prepare()
-    django.setup()
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import transaction
 
     from ctxweb.accounts.services import project_create
@@ -76,7 +64,6 @@ def main() -> None:
     from ctxweb.contexts.services import replays
     from ctxweb.contexts.services.imports import transcript_import
 
-    call_command("migrate", verbosity=0)
     settings.CTXWEB_TASKS_INLINE = True
     settings.CTXWEB_REPLAYS_ACTIVE_PER_PROJECT = 100
     project = project_create(name="bench-replay-transcripts")
