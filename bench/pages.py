@@ -45,6 +45,7 @@ def setup(data_dir: str) -> None:
     os.environ["DATABASE_URL"] = f"sqlite:///{data_dir}/bench.sqlite3"
     os.environ["DEBUG"] = "0"
     os.environ["REDIS_URL"] = ""
+    os.environ["ALLOWED_HOSTS"] = "testserver"  # the test Client's host
     os.environ["DJANGO_SETTINGS_MODULE"] = "ctxweb.settings"
     sys.path.insert(0, str(ROOT))
     import django
