@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--big-turns", type=int, default=1000, help="the timed session's turns")
     parser.add_argument("--templates", type=int, default=24)
     parser.add_argument("--days", type=int, default=45)
-    parser.add_argument("--check", type=int, default=3, help="copies ingested again and compared")
+    parser.add_argument("--check", type=int, default=6, help="copies ingested again and compared")
     parser.add_argument("--late-runs", type=int, default=2)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--no-write", action="store_true")
