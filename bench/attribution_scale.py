@@ -1062,7 +1062,7 @@ holds the templates' distinct messages, not the millions 10,000 distinct session
 bring; the pages read messages by id only (the turn's), ingest looks them up by hash in a \
 unique index. Times at the client on this shared 2-core machine move with its load (the load \
 averages above): the CPU columns are the steadier measure. For the record, a run of the same \
-code at load average 7 to 10 (2026-11-28 04:42) answered every request above under 300 ms at \
+code at load average 6 to 10 (2026-11-28 04:42) answered every request above under 300 ms at \
 the client (medians: overview 134 ms, 153 ms as a page; turn 990's attribution 252 ms; the \
 turn page 225 ms), with the same CPU a request as here. The sessions list counts 10,001 \
 sessions: the late turns' second run added one."""
