@@ -39,6 +39,7 @@ from compaction.attribution._files import (
 from compaction.attribution._items import (
     MAX_NAME_CHARS,
     CallTarget,
+    PrefixMemo,
     call_targets,
     context_items,
     message_items,
@@ -71,6 +72,7 @@ __all__ = [
     "ItemKind",
     "ItemTotal",
     "LabelRule",
+    "PrefixMemo",
     "Where",
     "call_files",
     "call_patch",

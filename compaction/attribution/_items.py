@@ -377,12 +377,38 @@ def tool_items(tools: tuple[ToolDefinition, ...], counter: Counter) -> list[Item
     return balance(items, {"tools": counter.count_tools(tools)}, where)
 
 
+class PrefixMemo:
+    """The items of each message of the last context :func:`context_items` attributed with
+    it, reused for a later context that starts with the same message objects under the same
+    tools' MCP servers (a message's items depend only on it, the messages before it and those
+    servers): a turn and the one before it share most of their messages. Messages are frozen;
+    the memo holds the ones it remembers. Use one memo with one counter, for one job.
+
+    Example:
+        >>> from compaction.messages.model import Context, Message, TextPart
+        >>> from compaction.tokens import TokenCounter, get_tokenizer
+        >>> counter, memo = TokenCounter(get_tokenizer("cl100k_base")), PrefixMemo()
+        >>> first = Message("user", (TextPart("Fix the bug in parser.py"),))
+        >>> one = context_items(Context("openai-chat", (first,)), counter, prefix=memo)
+        >>> reply = Message("assistant", (TextPart("Done."),))
+        >>> two = context_items(Context("openai-chat", (first, reply)), counter, prefix=memo)
+        >>> two == context_items(Context("openai-chat", (first, reply)), counter)
+        True
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.items: list[list[Item]] = []
+        self.servers: dict[str, str] | None = None
+
+
 def context_items(
     context: Context,
     counter: Counter,
     *,
     reported_input_tokens: int | None = None,
     memo: RegionMemo | None = None,
+    prefix: PrefixMemo | None = None,
 ) -> Attribution:
     """Every item of ``context``, counted with ``counter`` (the counter ingest counts with).
 
@@ -420,11 +446,23 @@ def context_items(
         if (server := tool_server(tool.name, tool.extra)) is not None
     }
     calls: dict[str, CallTarget] = {}
+    # the messages the last context began with, as long as this one begins with the same
+    known = prefix.messages if prefix is not None and prefix.servers == servers else []
+    each: list[list[Item]] = []
     for index, message in enumerate(context.messages):
         calls.update(call_targets(message, servers))
-        items += message_items(
-            message, counter, where=index, calls=calls, servers=servers, memo=memo
-        )
+        if index < len(known) and known[index] is message:
+            assert prefix is not None
+            found = prefix.items[index]
+        else:
+            known = []
+            found = message_items(
+                message, counter, where=index, calls=calls, servers=servers, memo=memo
+            )
+        each.append(found)
+        items += found
+    if prefix is not None:
+        prefix.messages, prefix.items, prefix.servers = list(context.messages), each, servers
     totals = context_regions(
         context, counter, reported_input_tokens=reported_input_tokens, memo=memo
     )

@@ -4,6 +4,7 @@ requests and the real transcripts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter as Tally
 from pathlib import Path
@@ -21,6 +22,7 @@ from compaction.attribution import (
     TOP_LISTS,
     Attribution,
     Item,
+    PrefixMemo,
     call_files,
     context_items,
     instruction_blocks,
@@ -30,7 +32,7 @@ from compaction.attribution import (
     sum_items,
     tool_server,
 )
-from compaction.messages import parse
+from compaction.messages import message_hash, parse
 from compaction.messages.model import (
     Context,
     MediaPart,
@@ -64,6 +66,7 @@ def test_the_public_api_is_pinned() -> None:
             "ItemKind",
             "ItemTotal",
             "LabelRule",
+            "PrefixMemo",
             "TOP_LISTS",
             "Where",
             "call_files",
@@ -217,6 +220,32 @@ def test_a_read_of_a_file_is_attributed_to_the_file_call_and_output() -> None:
         ("/repo/src/app.py", "Read", "tool_results", 2, tokens(SOURCE)),
     ]
     assert not found(attribution, kind="tool_output")
+
+
+def test_a_prefix_memo_reuses_only_what_the_same_leading_messages_and_servers_give() -> None:
+    """A turn attributed after another with one memo (as the turn page does: the turn, then the
+    one before it) gets the items it gets alone, whatever the two share."""
+    task = Message("user", (TextPart("fix it"),))
+    read_app = Message("assistant", (ToolCallPart("r1", "Read", '{"file_path": "/repo/app.py"}'),))
+    read_cli = Message("assistant", (ToolCallPart("r1", "Read", '{"file_path": "/repo/cli.py"}'),))
+    # the same output object after two different calls: its file is the call's
+    output = Message("user", (ToolResultPart("r1", (TextPart(SOURCE),)),))
+    issue = Message("assistant", (ToolCallPart("g1", "mcp__github__get_issue", "{}"),))
+    plain = (tool("Read"), tool("mcp__github__get_issue"))
+    renamed = (tool("Read"), tool("mcp__gh__get_issue"))
+    contexts = [
+        Context("anthropic-messages", (task, read_app, output), tools=plain),
+        Context("anthropic-messages", (task, read_app, output, issue), tools=plain),
+        Context("anthropic-messages", (task, read_cli, output, issue), tools=plain),
+        Context("anthropic-messages", (task, read_cli, output), tools=plain),
+        Context("anthropic-messages", (task, read_cli, output, issue), tools=renamed),
+        Context("anthropic-messages", (task, read_app, output, issue), tools=plain),
+    ]
+    memo = PrefixMemo()
+    for context in contexts:
+        assert context_items(context, COUNTER, prefix=memo) == context_items(context, COUNTER)
+    files = found(context_items(contexts[2], COUNTER, prefix=memo), kind="file")
+    assert {i.name for i in files} == {"/repo/cli.py"}
 
 
 def test_a_file_read_twice_adds_up_under_one_item() -> None:
@@ -685,6 +714,28 @@ def last_items(transcripts: Path, folder: str) -> list[Item]:
         if contexts:
             items += context_items(contexts[-1], COUNTER).items
     return items
+
+
+def test_a_prefix_memo_over_real_turns_gives_each_turn_its_own_items(transcripts: Path) -> None:
+    """Consecutive turns of real sessions, their messages shared as one object each (as the turn
+    page reads them), attributed each after the next with one memo: each its items alone."""
+    compared = 0
+    for folder in ("claude-code", "codex", "openai-chat"):
+        for _, contexts in sessions(transcripts, folder):
+            one: dict[str, Message] = {}
+            shared = [
+                dataclasses.replace(
+                    c, messages=tuple(one.setdefault(message_hash(m), m) for m in c.messages)
+                )
+                for c in contexts[-6:]
+            ]
+            memo = PrefixMemo()
+            for later, earlier in zip(shared[1:], shared, strict=False):
+                for context in (later, earlier):
+                    alone = context_items(context, COUNTER)
+                    assert context_items(context, COUNTER, prefix=memo) == alone
+                    compared += 1
+    assert compared > 20
 
 
 @pytest.mark.parametrize(

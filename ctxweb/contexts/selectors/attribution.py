@@ -38,11 +38,13 @@ from compaction.attribution import (
     Attribution,
     ItemKey,
     ItemTotal,
+    PrefixMemo,
     context_items,
     sum_items,
 )
 from compaction.attribution import TOP_LISTS as TOP_LISTS  # re-exported for the interfaces
-from compaction.regions import REGIONS, USED_REGIONS
+from compaction.messages import Message, message_from_dict
+from compaction.regions import REGIONS, USED_REGIONS, RegionMemo
 from compaction.tokens import TokenCache, TokenCounter, get_tokenizer
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import (
@@ -55,7 +57,7 @@ from ctxweb.contexts.models import (
     Turn,
 )
 from ctxweb.contexts.selectors.inspector import turn_message_id_lists
-from ctxweb.contexts.selectors.turns import messages_by_id, turn_context
+from ctxweb.contexts.selectors.turns import message_data_by_id, turn_context
 
 #: Items listed per region; the rest are folded into one "N more" row.
 ITEMS_PER_REGION = 40
@@ -150,9 +152,17 @@ def _change_row(total: ItemTotal, tokens: int, previous: int) -> dict[str, Any]:
     }
 
 
-def _attribution(turn: Turn, rows: list[Any], counter: TokenCounter) -> Attribution:
-    context = turn_context(turn=turn, rows=rows)
-    return context_items(context, counter, reported_input_tokens=turn.reported_input_tokens)
+def _attribution(
+    turn: Turn, messages: list[Message], counter: TokenCounter, memo: RegionMemo, prefix: PrefixMemo
+) -> Attribution:
+    context = turn_context(turn=turn, messages=messages)
+    return context_items(
+        context,
+        counter,
+        reported_input_tokens=turn.reported_input_tokens,
+        memo=memo,
+        prefix=prefix,
+    )
 
 
 def _previous(turn: Turn) -> Turn | None:
@@ -188,13 +198,21 @@ def turn_attribution(*, turn: Turn) -> dict[str, Any]:
     # messages are looked up by value rather than hashed again.
     counter = _counter(session.encoding).scoped()
     previous_ids, ids = turn_message_id_lists(session=session, index=turn.index)
-    rows = messages_by_id(ids=[*previous_ids, *ids])
-    attribution = _attribution(turn, [rows[i] for i in ids], counter)
+    # Each message read once, the same object in both turns: the memos split a message the two
+    # turns share into regions, and into items where the turns share it from the first, once.
+    messages = {
+        pk: message_from_dict(data)
+        for pk, data in message_data_by_id(ids=[*previous_ids, *ids]).items()
+    }
+    memo, prefix = RegionMemo(), PrefixMemo()
+    attribution = _attribution(turn, [messages[i] for i in ids], counter, memo, prefix)
     previous = _previous(turn)
     first = previous is None
     before: dict[ItemKey, ItemTotal] = {}
     if previous is not None:
-        before = _totals(_attribution(previous, [rows[i] for i in previous_ids], counter))
+        before = _totals(
+            _attribution(previous, [messages[i] for i in previous_ids], counter, memo, prefix)
+        )
     before_tokens = {key: total.tokens for key, total in before.items()}
     total = attribution.total
     grouped = attribution.by_region()

@@ -138,6 +138,15 @@ def messages_by_id(*, ids: Iterable[int]) -> dict[int, MessageRow]:
     return {row.pk: row for row in MessageRow.objects.filter(pk__in=_one_of(wanted))}
 
 
+def message_data_by_id(*, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Messages' canonical dicts (``data``) by id, nothing else of their rows: one query however
+    many ids (none without ids)."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return dict(MessageRow.objects.filter(pk__in=_one_of(wanted)).values_list("pk", "data"))
+
+
 def turn_message_hashes(*, session: Session, index: int) -> list[str]:
     """Turn ``index``'s messages by hash (``compaction.messages.message_hash``, stored with each
     row), in order: two queries, no message content loaded or parsed."""
@@ -227,15 +236,23 @@ def _tools(toolset: ToolSet | None) -> tuple[ToolDefinition, ...]:
     )
 
 
-def turn_context(*, turn: Turn, rows: list[MessageRow] | None = None) -> Context:
-    """The context turn ``turn`` sent, rebuilt from stored messages."""
-    rows = turn_messages(turn=turn) if rows is None else rows
+def turn_context(
+    *,
+    turn: Turn,
+    rows: list[MessageRow] | None = None,
+    messages: Sequence[LibMessage] | None = None,
+) -> Context:
+    """The context turn ``turn`` sent, rebuilt from stored messages (``messages``: already
+    read from them, in order)."""
+    if messages is None:
+        rows = turn_messages(turn=turn) if rows is None else rows
+        messages = [message_from_dict(row.data) for row in rows]
     system: tuple[Any, ...] = ()
     if turn.system is not None:
         system = message_from_dict(turn.system.data).parts
     return Context(
         format=turn.session.format,  # type: ignore[arg-type]
-        messages=tuple(message_from_dict(row.data) for row in rows),
+        messages=tuple(messages),
         system=system,
         tools=_tools(turn.toolset),
         max_output_tokens=turn.max_output_tokens,
