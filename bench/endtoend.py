@@ -74,6 +74,8 @@ def late_turns_over_http(
         with live_server(env, app=app) as server:
             conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
             for index, body in enumerate(bodies):
+                if index == len(bodies) - late:
+                    cpu_before = _cpu(server.process.pid, database_url)
                 started = time.perf_counter()
                 conn.request("POST", "/api/v1/sessions/e2e/turns", body=body, headers=headers)
                 answer = conn.getresponse()
@@ -88,6 +90,7 @@ def late_turns_over_http(
                     started = time.perf_counter()
                     json.loads(body)
                     decodes.append(time.perf_counter() - started)
+            server_cpu, database_cpu = _cpu_used(cpu_before, _cpu(server.process.pid, database_url))
             # The same session again, each body sent zstd-compressed (compressed beforehand, as
             # a client holding its request would): what the server's inflating adds.
             packer = zstandard.ZstdCompressor()
@@ -135,9 +138,48 @@ def late_turns_over_http(
         "ratio": latency / decode,
         "zstd_body_kb": len(zstandard.ZstdCompressor().compress(bodies[-1])) / 1e3,
         "zstd_late_median_ms": statistics.median(compressed) * 1000 if compressed else 0.0,
+        # CPU time per late turn, whatever else runs on the machine: the server process's (all
+        # its threads; on SQLite the database's work is in it), the database server's backends'.
+        "server_cpu_ms": server_cpu * 1000 / late,
+        "database_cpu_ms": database_cpu * 1000 / late if database_url else None,
         "hottest": hottest,
         "phases": _phases(client[-late:], server_steps[-late:], decode) if phases else [],
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, all threads) process ``pid`` used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(server: int, database_url: str | None) -> tuple[float, dict[int, float]]:
+    """The CPU time used so far by the server process, and by each PostgreSQL backend serving
+    ``database_url`` (none without one)."""
+    backends: dict[int, float] = {}
+    if database_url:
+        import psycopg
+
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            pids = conn.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        for (pid,) in pids:
+            try:
+                backends[pid] = _cpu_seconds(pid)
+            except OSError:  # ended meanwhile, or on another machine
+                continue
+    return _cpu_seconds(server), backends
+
+
+def _cpu_used(
+    before: tuple[float, dict[int, float]], after: tuple[float, dict[int, float]]
+) -> tuple[float, float]:
+    """The server's and the database backends' CPU time between two :func:`_cpu` readings (a
+    backend that ended between them is not counted)."""
+    database = sum(used - before[1].get(pid, 0.0) for pid, used in after[1].items())
+    return after[0] - before[0], database
 
 
 #: A late turn's phases: (what, from, to), a step of the client (``c.``) or of the server

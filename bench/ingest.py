@@ -7,7 +7,7 @@ The report names the load average (1 minute) at the start and after each backend
 machine, what else ran meanwhile weighs on every time.
 
 Each backend runs in a subprocess of this script against a throwaway database (a temporary SQLite
-file; a ``ctxweb_bench`` database created on ``$BENCH_POSTGRES_URL``, default
+file; a ``ctxweb_bench`` database, or ``$BENCH_DB``, created on ``$BENCH_POSTGRES_URL``, default
 ``postgresql://postgres@127.0.0.1:5432/postgres``, and dropped afterwards). In each:
 
 1. a generated coding session (:func:`ctxweb.contexts.demo.coding_session`) of ``--turns`` model
@@ -54,7 +54,7 @@ from record import DOCS, machine, write_section  # noqa: E402
 
 from tests.support.transcripts import find_transcripts  # noqa: E402
 
-BENCH_DB = "ctxweb_bench"
+BENCH_DB = os.environ.get("BENCH_DB", "ctxweb_bench")
 #: The production shape's Redis (channel layer, cache) for the HTTP row.
 BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 LATE = 100
@@ -214,6 +214,16 @@ def _runs(result: dict[str, Any]) -> str:
     return " (runs: " + ", ".join(f"{r:.2f}" for r in ratios) + ")"
 
 
+def _cpu_cell(result: dict[str, Any]) -> str:
+    """A row's CPU time a late turn: the server process's, and PostgreSQL's backends' (on
+    SQLite the database works in the server process)."""
+    server = result.get("server_cpu_ms")
+    if server is None:
+        return "-"
+    database = result.get("database_cpu_ms")
+    return f"{server:.1f} / " + (f"{database:.1f} ms" if database is not None else "(in it)")
+
+
 def _recreate_bench_db(*, create: bool = True) -> None:
     import psycopg
 
@@ -319,6 +329,12 @@ def context_text(context: Any) -> str:
     return "\n".join(pieces)
 
 
+def transaction_control(sql: str) -> bool:
+    """Whether an ``execute`` only controls the transaction (the first batch of a turn on
+    PostgreSQL opens it: ``BEGIN; ...`` is one of the turn's calls)."""
+    return sql.startswith(TRANSACTION_CONTROL) and ";" not in sql
+
+
 def summarize(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -406,7 +422,7 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
                 context_window=200_000,
             )
         times.append(time.perf_counter() - started)
-        executes.append(sum(1 for sql in sent if not sql.startswith(TRANSACTION_CONTROL)))
+        executes.append(sum(1 for sql in sent if not transaction_control(sql)))
         parse_times.append(parsed - started)
         if profiler is not None:
             profiler.disable()
@@ -615,11 +631,15 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             f"of the last {LATE} turns at the client, against `json.loads` of the same bytes "
             "timed in the same loop (target: median latency ≤ 3 × json.loads). The session is "
             f"posted in {args.http_runs} runs, each to a fresh server and database: the row is "
-            "the run with the median ratio, and the ratio of every run follows it.",
+            "the run with the median ratio, and the ratio of every run follows it. CPU: the time "
+            "the server process (all its threads) and PostgreSQL's backends used over the late "
+            "turns, a turn's share: what the load of other processes on the machine changes "
+            "least.",
             "",
             "| backend | final tokens | body | late turn median / p95 | json.loads median "
-            "| latency / json.loads | the same sent as zstd: body, late turn median |",
-            "|---|---|---|---|---|---|---|",
+            "| latency / json.loads | CPU a late turn: server / database "
+            "| the same sent as zstd: body, late turn median |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in results.values():
             h = r["http"]
@@ -627,6 +647,7 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                 f"| {r['database']} | {h['tokens']:,} | {h['body_mb']:.2f} MB | "
                 f"{h['late_median_ms']:.1f} / {h['late_p95_ms']:.1f} ms | "
                 f"{h['json_loads_ms']:.2f} ms | **{h['ratio']:.2f}×**{_runs(h)} | "
+                f"{_cpu_cell(h)} | "
                 f"{h['zstd_body_kb']:.0f} KB, {h['zstd_late_median_ms']:.1f} ms |"
             )
         for r in results.values():
@@ -637,6 +658,7 @@ def render(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                     f"{p['tokens']:,} | {p['body_mb']:.2f} MB | "
                     f"{p['late_median_ms']:.1f} / {p['late_p95_ms']:.1f} ms | "
                     f"{p['json_loads_ms']:.2f} ms | **{p['ratio']:.2f}×** | "
+                    f"{_cpu_cell(p)} | "
                     f"{p['zstd_body_kb']:.0f} KB, {p['zstd_late_median_ms']:.1f} ms |"
                 )
         tooled = [r for r in results.values() if "tools" in r["http"]]

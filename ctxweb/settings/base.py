@@ -132,6 +132,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a health check of a kept connection that costs no round trip.
+    DATABASES["default"]["ENGINE"] = "ctxweb.postgresql"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the dashboard read while a turn is being written; the timeout waits out writers.
     DATABASES["default"]["OPTIONS"] = {

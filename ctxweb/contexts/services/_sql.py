@@ -147,9 +147,31 @@ def _as_prepared(sql: str, name: str) -> str:
     return f"PREPARE {name} AS " + re.sub("%s", lambda _: f"${next(numbers)}", sql)
 
 
+def _opens_transaction(driver: Any) -> bool:
+    """Whether the driver connection ``driver`` would send ``BEGIN`` in a round trip of its own
+    before the next statement (psycopg out of autocommit, as Django's ``atomic`` sets it, and no
+    transaction open yet), with the default characteristics (plain ``BEGIN``)."""
+    from psycopg.pq import TransactionStatus
+
+    return (
+        not driver.autocommit
+        and driver.info.transaction_status == TransactionStatus.IDLE
+        and driver.isolation_level is None
+        and driver.read_only is None
+        and driver.deferrable is None
+    )
+
+
 def _execute_at_once(cursor: Any, statements: Sequence[tuple[str | Fixed, Sequence[Any]]]) -> None:
     """Send ``statements`` (with their parameters) in one ``execute`` (:func:`_batches_statements`),
     ``cursor`` left on the first one's result (:meth:`nextset` walks to the next).
+
+    The first batch of a transaction opens it itself (:func:`_opens_transaction`): ``BEGIN``
+    goes first in its text, and the driver, told it is in autocommit (while no transaction is
+    open, as psycopg allows), sends no ``BEGIN`` of its own in a round trip before it. The
+    server's transaction then runs to the ``COMMIT`` or ``ROLLBACK`` that Django's ``atomic``
+    sends as always (psycopg sends either whenever a transaction is open, in autocommit or
+    not); if the batch fails before its ``BEGIN`` ran, the driver is set back.
 
     Where :func:`_prepares`, each :class:`Fixed` statement runs as ``EXECUTE`` of a statement
     prepared on this connection (prepared in the same round trip the first time): PostgreSQL
@@ -159,6 +181,8 @@ def _execute_at_once(cursor: Any, statements: Sequence[tuple[str | Fixed, Sequen
     unknown, and the next batch starts with ``DEALLOCATE ALL`` (the driver prepares nothing of
     its own when it binds parameters on the client).
     """
+    driver = cursor.connection
+    opening = ["BEGIN"] if _opens_transaction(driver) else []
     here = None
     if _prepares():
         with _PREPARED_LOCK:
@@ -179,9 +203,13 @@ def _execute_at_once(cursor: Any, statements: Sequence[tuple[str | Fixed, Sequen
         else:
             texts.append(statement.sql if isinstance(statement, Fixed) else statement)
         params += values
+    if opening:
+        driver.autocommit = True
     try:
-        cursor.execute("; ".join([*first, *texts]), params)
+        cursor.execute("; ".join([*opening, *first, *texts]), params)
     except BaseException:
+        if opening and not _in_transaction(driver):
+            driver.autocommit = False
         if here is not None and named:  # a statement may be missing, or prepared by this batch
             here.unknown = True
         raise
@@ -190,8 +218,15 @@ def _execute_at_once(cursor: Any, statements: Sequence[tuple[str | Fixed, Sequen
             here.names.clear()
             here.unknown = False
         here.names |= named
-    for _ in first:  # each PREPARE's (and DEALLOCATE's) empty result
+    for _ in [*opening, *first]:  # BEGIN's, each PREPARE's (and DEALLOCATE's) empty result
         cursor.nextset()
+
+
+def _in_transaction(driver: Any) -> bool:
+    """Whether the server holds a transaction open on ``driver`` (one in error included)."""
+    from psycopg.pq import TransactionStatus
+
+    return bool(driver.info.transaction_status != TransactionStatus.IDLE)
 
 
 @dataclass(frozen=True)
@@ -488,6 +523,23 @@ def _saved(obj: Model, pk: int) -> None:
     obj._state.db = DEFAULT_DB_ALIAS
 
 
+def _execute_in_order(
+    cursor: Any, statements: Sequence[tuple[str | Fixed, Sequence[Any]]], *, returning: bool
+) -> list[int]:
+    """Run ``statements`` in order, in one round trip where the driver batches them
+    (:func:`_execute_at_once`), else one ``execute`` each; the ids the first one returns when
+    ``returning``."""
+    if _batches_statements():
+        _execute_at_once(cursor, statements)
+        return [row[0] for row in cursor.fetchall()] if returning and statements else []
+    ids: list[int] = []
+    for number, (sql, values) in enumerate(statements):
+        cursor.execute(sql.sql if isinstance(sql, Fixed) else sql, values)
+        if number == 0 and returning:
+            ids = [row[0] for row in cursor.fetchall()]
+    return ids
+
+
 def _turn_insert(
     turn: Turn,
     session: Session,
@@ -505,30 +557,26 @@ def _turn_insert(
     inserting, params = insert or _insert_sql([turn])
     update, update_params = _update_sql(session, _SESSION_UPDATED)
     db = connections[DEFAULT_DB_ALIAS]
+    postgresql = db.vendor == "postgresql"
+    written: list[tuple[str | Fixed, Sequence[Any]]]
+    if postgresql:
+        id_column = _sql_of(Turn).column["id"]
+        written = [
+            (
+                Fixed(f"WITH updated AS ({update}) {inserting} RETURNING {id_column}"),
+                [*update_params, *params],
+            )
+        ]
+    else:
+        written = [(update, update_params), (inserting, params)]
     with db.cursor() as cursor:
-        if db.vendor == "postgresql" and (not after or _batches_statements()):
-            statement = (
-                f"WITH updated AS ({update}) {inserting} RETURNING {_sql_of(Turn).column['id']}"
-            )
-            _execute_at_once(cursor, [(Fixed(statement), [*update_params, *params]), *after])
+        if _batches_statements():
+            _execute_at_once(cursor, [*written, *after])
             _saved(turn, cursor.fetchone()[0])
-            if returning and after:
-                cursor.nextset()
-                return [row[0] for row in cursor.fetchall()]
-            return []
-        if db.vendor == "postgresql":
-            statement = (
-                f"WITH updated AS ({update}) {inserting} RETURNING {_sql_of(Turn).column['id']}"
-            )
-            cursor.execute(statement, [*update_params, *params])
-            _saved(turn, cursor.fetchone()[0])
-        else:
-            cursor.execute(update, update_params)
-            cursor.execute(inserting, params)
-            _saved(turn, cursor.lastrowid)
-        ids: list[int] = []
-        for number, (sql, values) in enumerate(after):
-            cursor.execute(sql.sql if isinstance(sql, Fixed) else sql, values)
-            if number == 0 and returning:
-                ids = [row[0] for row in cursor.fetchall()]
-        return ids
+            if not (returning and after):
+                return []
+            cursor.nextset()
+            return [row[0] for row in cursor.fetchall()]
+        _execute_in_order(cursor, written, returning=False)
+        _saved(turn, cursor.fetchone()[0] if postgresql else cursor.lastrowid)
+        return _execute_in_order(cursor, after, returning=returning)

@@ -1,14 +1,15 @@
 """Attribution rollups (issue 36): what each session's turns held, item by item and day by day,
 kept up to date at ingest so that the session and project pages read rollup rows only.
 
-A turn is attributed incrementally (:func:`attribution_turn_add`): only the messages past the
-prefix it shares with the previous turn are attributed
-(:func:`compaction.attribution.message_items`, their tool results resolved with the calls of
-the context at hand); the items of the messages it dropped, kept per position
+A turn is attributed incrementally (:func:`attribution_turn_writes`: ingest sends its statements
+in the turn's own round trip): only the messages past the prefix it shares with the previous turn
+are attributed (:func:`compaction.attribution.message_items`, their tool results resolved with the
+calls of the context at hand); the items of the messages it dropped, kept per position
 (:class:`~ctxweb.contexts.models.AttributionEntry`), are subtracted; the system prompt and tools
 are attributed again only when their row changes. Only the items whose tokens changed are
 written (:class:`~ctxweb.contexts.models.AttributionItem` keeps token-turns lazily).
-:func:`attribution_rebuild` makes the same rows again from the stored turns.
+:func:`attribution_rebuild` makes the same rows again from the stored turns, with the same
+writes.
 """
 
 from __future__ import annotations
@@ -55,8 +56,7 @@ from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.services._secrets import message_scanned
 from ctxweb.contexts.services._sql import (
     Fixed,
-    _batches_statements,
-    _execute_at_once,
+    _execute_in_order,
     _insert_sql,
 )
 from ctxweb.contexts.services.counting import counter_for, counting_scope
@@ -372,34 +372,6 @@ class TurnWrites:
         self._finish(ids)
 
 
-def attribution_turn_add(
-    *,
-    session: Session,
-    turn: Turn,
-    messages: Sequence[LibMessage],
-    ids: Sequence[int],
-    previous_ids: Sequence[int],
-    system: MessageRow | None,
-    toolset: ToolSet | None,
-    regions: Sequence[Mapping[str, int]] | None = None,
-    mask: bool = False,
-) -> None:
-    """Add turn ``turn`` to its session's rollups now (:func:`attribution_turn_writes`, run in
-    a round trip of their own), inside the turn's transaction."""
-    writes = attribution_turn_writes(
-        session=session,
-        turn=turn,
-        messages=messages,
-        ids=ids,
-        previous_ids=previous_ids,
-        system=system,
-        toolset=toolset,
-        regions=regions,
-        mask=mask,
-    )
-    writes.finish(_execute(writes.statements, returning=writes.returning))
-
-
 def attribution_turn_writes(
     *,
     session: Session,
@@ -692,18 +664,10 @@ def _fixed(sql: str, rows: int) -> str | Fixed:
 
 
 def _execute(statements: list[Statement], *, returning: bool) -> list[int]:
-    """Run ``statements`` in order, in one round trip on PostgreSQL (psycopg 3 binding on the
-    client); the ids the first one returns when ``returning``."""
+    """Run ``statements`` in order, in one round trip where the driver allows it; the ids the
+    first one returns when ``returning``."""
     with connection.cursor() as cursor:
-        if _batches_statements():
-            _execute_at_once(cursor, statements)
-            return [row[0] for row in cursor.fetchall()] if returning else []
-        ids: list[int] = []
-        for number, (sql, params) in enumerate(statements):
-            cursor.execute(sql.sql if isinstance(sql, Fixed) else sql, params)
-            if number == 0 and returning:
-                ids = [row[0] for row in cursor.fetchall()]
-        return ids
+        return _execute_in_order(cursor, statements, returning=returning)
 
 
 def _references(
@@ -874,7 +838,7 @@ def _session_walk(session: Session) -> int:
             for pk, data in MessageRow.objects.filter(pk__in=rows_needed).values_list("pk", "data"):
                 cache[pk] = message_from_dict(data)
         turn.session = session
-        attribution_turn_add(
+        writes = attribution_turn_writes(
             session=session,
             turn=turn,
             messages=[cache[i] for i in ids],
@@ -884,6 +848,7 @@ def _session_walk(session: Session) -> int:
             toolset=turn.toolset,
             mask=mask,
         )
+        writes.finish(_execute(writes.statements, returning=writes.returning))
         previous = ids
         walked += 1
     return walked
@@ -892,7 +857,6 @@ def _session_walk(session: Session) -> int:
 __all__ = [
     "TurnWrites",
     "attribution_rebuild",
-    "attribution_turn_add",
     "attribution_turn_writes",
     "item_key",
     "item_labels",

@@ -536,8 +536,9 @@ def _inputs(replay: Replay) -> dict[str, Any]:
             # what the engine takes as reported: whatever it holds beyond the engine's count of
             # the context stays in every call, and as recorded gives each stored total exactly.
             # Not the provider's report alone: a context read back can count fewer tokens than
-            # ingest counted (PostgreSQL's jsonb reorders a tool schema's keys: 4 tokens a call
-            # on the generated session), and the call cost what was stored.
+            # ingest counted (rows stored before migration 0013 on PostgreSQL hold jsonb, which
+            # reorders a tool schema's keys: 4 tokens a call on the generated session), and the
+            # call cost what was stored.
             reported_input_tokens=turn.total_tokens,
         )
         for turn in selectors.replay_turn_contexts(session=session, turns=recorded)
