@@ -285,8 +285,10 @@ def proxy_prepare(
         stands_for = len(rewrite.original) - len(rewrite.replacement)
         if rewrite.system is not None and own_system == rewrite.original_system:
             system = rewrite.system
-    state = selectors.managed_context(session=stored)
-    if state.current and state.operation_id is not None:
+    # Only the version made since the latest turn is sent: the latest turn's own context (a
+    # previous call, maybe of tens of megabytes) is never loaded here.
+    state = selectors.managed_context_current(session=stored)
+    if state is not None and state.operation_id is not None:
         base = selectors.turn_message_identities(session=stored, index=state.turn_index)
         current = [message_identity(m) for m in messages]
         if base and _starts_with(current, base):
