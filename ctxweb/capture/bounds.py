@@ -138,7 +138,7 @@ class Plan:
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 
 
-def _varint(data: bytes, i: int, end: int) -> tuple[int, int]:
+def _varint(data: bytes | bytearray, i: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while i < end:
         byte = data[i]
@@ -158,7 +158,7 @@ class _FieldIter:
 
     __slots__ = ("data", "end", "i")
 
-    def __init__(self, data: bytes, i: int, end: int) -> None:
+    def __init__(self, data: bytes | bytearray, i: int, end: int) -> None:
         self.data, self.i, self.end = data, i, end
 
     def __iter__(self) -> _FieldIter:
@@ -204,7 +204,7 @@ class _SpanWalk:
     """Checks one span (or resource, or scope) against the per-span bounds, taking each value
     from the export's budget."""
 
-    def __init__(self, data: bytes, budget: Budget) -> None:
+    def __init__(self, data: bytes | bytearray, budget: Budget) -> None:
         self.data = data
         self.budget = budget
         self.bounds = budget.bounds
@@ -282,7 +282,7 @@ class _SpanWalk:
         return span_id, None
 
 
-def plan_protobuf(data: bytes, bounds: Bounds) -> Plan:
+def plan_protobuf(data: bytes | bytearray, bounds: Bounds) -> Plan:
     """Walk an ``ExportTraceServiceRequest`` on the wire: which spans to read, which are rejected
     and why, how many are left unread. :class:`BadWire` if it is not protobuf, :class:`TooMany`
     if it holds too much even to count."""
@@ -293,7 +293,7 @@ class _Planner:
     """One walk of an export: reading (spans checked and kept) until a bound of the export is
     passed, then counting (each span, scope and resource seen costs one of what may be counted)."""
 
-    def __init__(self, data: bytes, bounds: Bounds) -> None:
+    def __init__(self, data: bytes | bytearray, bounds: Bounds) -> None:
         self.data = data
         self.bounds = bounds
         self.plan = Plan()
@@ -441,15 +441,19 @@ class _Planner:
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
-def check_json_size(data: bytes, bounds: Bounds) -> None:
+def check_json_size(data: bytes | bytearray, bounds: Bounds) -> None:
     """:class:`TooMany` if the JSON document ``data`` holds more objects and arrays than
     :data:`JSON_CONTAINERS` per value of the values bound: counted before it is decoded, since
     decoding builds every one of them."""
     allowed = JSON_CONTAINERS * bounds.values
-    if data.count(b"{") + data.count(b"[") <= allowed:  # braces inside strings count here too
+    found = data.count(b"{") + data.count(b"[")
+    if found <= allowed:  # braces inside strings count here too
         return
-    structure = _STRING.sub(b"", data)
-    if structure.count(b"{") + structure.count(b"[") > allowed:
+    # those inside strings taken back out, counted where they are (no copy of the document)
+    for string in _STRING.finditer(data):
+        start, end = string.span()
+        found -= data.count(b"{", start, end) + data.count(b"[", start, end)
+    if found > allowed:
         raise TooMany(
             f"The export holds more than {allowed} JSON objects and arrays: at most"
             f" {bounds.values} attributes, events and values per export (CTXWEB_OTLP_MAX_VALUES)."

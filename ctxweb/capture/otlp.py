@@ -58,12 +58,13 @@ class Decoded:
     unread: Unread = field(default_factory=Unread)
 
 
-def inflate(body: bytes, encoding: str, limit: int) -> bytes:
+def inflate(body: bytes, encoding: str, limit: int) -> bytes | bytearray:
     """``body`` as sent, decompressed for ``Content-Encoding: gzip``, ``deflate`` or ``zstd`` up
-    to ``limit`` bytes (:func:`ctxweb.bodies.inflate`): :class:`TooLarge` past it (never a
-    decompression bomb), :class:`BadExport` if it is not what its encoding says."""
+    to ``limit`` bytes (:func:`ctxweb.bodies.inflated`: the buffer it inflated into, never a copy
+    of it): :class:`TooLarge` past it (never a decompression bomb), :class:`BadExport` if it is
+    not what its encoding says."""
     try:
-        return bodies.inflate(body, encoding, limit)
+        return bodies.inflated(body, encoding, limit)
     except bodies.BadBody as error:
         raise BadExport(str(error)) from None
 
@@ -101,13 +102,13 @@ def _attributes(items: Any) -> dict[str, Any]:
     return {kv.key: _any_value(kv.value) for kv in items}
 
 
-def _parsed(message: Any, parts: list[tuple[int, int]], data: bytes) -> Any:
+def _parsed(message: Any, parts: list[tuple[int, int]], data: bytes | bytearray) -> Any:
     for start, end in parts:  # a message sent in several parts is their merge
         message.MergeFromString(data[start:end])
     return message
 
 
-def spans_from_protobuf(data: bytes, bounds: Bounds) -> Decoded:
+def spans_from_protobuf(data: bytes | bytearray, bounds: Bounds) -> Decoded:
     """The spans of a protobuf export, walked on the wire first (:func:`plan_protobuf`) so that
     only the spans within the bounds are ever built."""
     try:
@@ -309,7 +310,7 @@ def _json_span_id(span: Mapping[str, Any], position: int) -> str:
     return sent[:32] if isinstance(sent, str) and sent else f"#{position}"
 
 
-def spans_from_json(data: bytes, bounds: Bounds) -> Decoded:
+def spans_from_json(data: bytes | bytearray, bounds: Bounds) -> Decoded:
     """The spans of an OTLP JSON export: its size checked before it is decoded
     (:func:`~ctxweb.capture.bounds.check_json_size`), then the same bounds as protobuf's."""
     check_json_size(data, bounds)

@@ -124,14 +124,25 @@ async def _reachable(scope: Scope, send: Send) -> None:
 
 
 async def _body(receive: Receive) -> bytes | None:
-    chunks: list[bytes] = []
+    """The whole request body (``None`` if the caller left before it arrived): as it came when
+    it came in one message, else grown in one buffer as its pieces arrive (each let go at once,
+    not kept in a list until the end) and copied out once."""
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        return None
+    body = message.get("body", b"")
+    if not message.get("more_body"):
+        return bytes(body)
+    buffer = bytearray(body)
+    del body, message
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
+        buffer += message.get("body", b"")
         if not message.get("more_body"):
-            return b"".join(chunks)
+            break
+    return bytes(buffer)  # the buffer goes with this frame: one copy of the body from here on
 
 
 async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:

@@ -35,9 +35,10 @@ the same through Django's URLs (WSGI, the test client).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
   (a cache read for a known key), managed mode's preparation on ``CTXWEB_PROXY_PREPARE_THREADS``
   others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key, and at most
-  ``CTXWEB_PROXY_PREPARE_BYTES`` of request bodies at once (a body costs several times its size
-  while it is parsed): no caller's call waits behind another key's work on a shared thread, and
-  a small call finds room beside a big one.
+  ``CTXWEB_PROXY_PREPARE_BYTES`` of preparation at once (a body costs four times its size while
+  it is prepared: :func:`~ctxweb.contexts.services.proxying.proxy_prepare_cost`): no caller's
+  call waits behind another key's work on a shared thread, and a small call finds room beside a
+  big one.
 - **No open relay**: the upstream comes from ``CTXWEB_UPSTREAM_OPENAI`` and
   ``CTXWEB_UPSTREAM_ANTHROPIC`` only, never from the request.
 """
@@ -64,7 +65,7 @@ from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.bodies import ENCODINGS
 from ctxweb.contexts.services import recording
-from ctxweb.contexts.services.proxying import proxy_prepare
+from ctxweb.contexts.services.proxying import proxy_prepare, proxy_prepare_cost
 
 if TYPE_CHECKING:
     from ctxweb.accounts.models import ApiKey
@@ -444,7 +445,7 @@ async def _relay(
     managed = _header(headers, "x-ctxweb-managed").lower() in ("1", "true")
     loop = asyncio.get_running_loop()
     if format is not None and managed:  # else nothing to decide before the call: the recorder does
-        async with _preparing(key.pk), _budget().held(len(body)):
+        async with _preparing(key.pk), _budget().held(proxy_prepare_cost(len(body))):
             prepared = await loop.run_in_executor(
                 _PREPARE,
                 lambda: _prepare(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 import zstandard
 
-from ctxweb.bodies import BadBody, TooLarge, UnsupportedEncoding, inflate
+from ctxweb.bodies import _PIECE, BadBody, TooLarge, UnsupportedEncoding, inflate, inflated
 from tests.support.world import World
 
 LIMIT = 10 * 1024 * 1024
@@ -61,6 +61,29 @@ def test_it_stops_at_the_cap(encoding: str) -> None:
     assert inflate(ENCODERS[encoding](DATA), encoding, len(DATA)) == DATA
     with pytest.raises(TooLarge):
         inflate(ENCODERS[encoding](DATA), encoding, len(DATA) - 1)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("size", [_PIECE - 1, _PIECE, _PIECE + 1, 3 * _PIECE, 3 * _PIECE + 7])
+def test_it_inflates_whole_around_its_pieces(encoding: str, size: int) -> None:
+    # inflated a piece at a time into one buffer: whole at a piece's size, just under and past it
+    data = b"\0" * (size - 1) + b"!"
+    assert inflate(ENCODERS[encoding](data), encoding, LIMIT) == data
+    if encoding == "gzip":  # a second member after the first's last piece
+        assert inflate(ENCODERS[encoding](data) * 2, encoding, LIMIT) == data * 2
+    with pytest.raises(TooLarge):
+        inflate(ENCODERS[encoding](data), encoding, size - 1)
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODERS))
+def test_inflated_is_the_buffer_it_inflated_into_and_the_body_itself_when_plain(
+    encoding: str,
+) -> None:
+    buffer = inflated(ENCODERS[encoding](DATA), encoding, LIMIT)
+    assert isinstance(buffer, bytearray)
+    assert buffer == DATA
+    assert inflated(DATA, "identity", LIMIT) is DATA
+    assert inflated(DATA, "", LIMIT) is DATA
 
 
 @pytest.mark.parametrize("encoding", ["", "identity", "gzip", "zstd"])

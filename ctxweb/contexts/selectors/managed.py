@@ -13,6 +13,7 @@ from compaction.regions import part_placeholder
 from ctxweb.contexts.models import (
     ManagedContext,
     Session,
+    Turn,
 )
 from ctxweb.contexts.selectors.turns import _tools, messages_by_id, turn_context, turn_latest
 
@@ -101,6 +102,29 @@ def managed_context(*, session: Session) -> ManagedState:
         False,
         None,
         latest_turn.total_tokens,
+    )
+
+
+def managed_context_current(*, session: Session) -> ManagedState | None:
+    """The session's latest managed context version while it is the context (no turn was posted
+    since it was made), else None (no version, or no turn yet). Unlike :func:`managed_context`,
+    the latest turn's context is never loaded: a proxied managed call needs only the version,
+    and a session's latest turn may be a call of tens of megabytes."""
+    latest_turn = (
+        Turn.objects.filter(session=session).order_by("-index").values_list("index", flat=True)
+    ).first()
+    if latest_turn is None:
+        return None
+    managed = managed_context_latest(session=session)
+    if managed is None or managed.turn_index < latest_turn:
+        return None
+    return ManagedState(
+        managed_context_context(managed=managed, session=session),
+        managed.version,
+        managed.turn_index,
+        True,
+        managed.operation_id,
+        managed.total_tokens,
     )
 
 

@@ -238,6 +238,19 @@ def _starts_with(hashes: Sequence[str], prefix: Sequence[str]) -> bool:
     return len(prefix) <= len(hashes) and tuple(hashes[: len(prefix)]) == tuple(prefix)
 
 
+#: What preparing a managed call holds at its peak, in times its body's size: the body, its
+#: parsed text, and the longest message's text twice more while it is decoded, while its identity
+#: is computed (as JSON, then encoded) and while the rewritten request is encoded (measured with
+#: tracemalloc on a 24 MB call). The relay admits preparations within
+#: ``CTXWEB_PROXY_PREPARE_BYTES`` of this cost (:func:`proxy_prepare_cost`).
+PREPARE_COST = 4
+
+
+def proxy_prepare_cost(size: int) -> int:
+    """The memory preparing a managed call whose body is ``size`` bytes takes at its peak."""
+    return size * PREPARE_COST
+
+
 def proxy_prepare(
     *,
     project: Project,
@@ -285,8 +298,10 @@ def proxy_prepare(
         stands_for = len(rewrite.original) - len(rewrite.replacement)
         if rewrite.system is not None and own_system == rewrite.original_system:
             system = rewrite.system
-    state = selectors.managed_context(session=stored)
-    if state.current and state.operation_id is not None:
+    # Only the version made since the latest turn is sent: the latest turn's own context (a
+    # previous call, maybe of tens of megabytes) is never loaded here.
+    state = selectors.managed_context_current(session=stored)
+    if state is not None and state.operation_id is not None:
         base = selectors.turn_message_identities(session=stored, index=state.turn_index)
         current = [message_identity(m) for m in messages]
         if base and _starts_with(current, base):
@@ -471,5 +486,6 @@ __all__ = [
     "proxy_answer_finished",
     "proxy_memory_clear",
     "proxy_prepare",
+    "proxy_prepare_cost",
     "proxy_record",
 ]

@@ -11,6 +11,10 @@
 - A client that reads nothing of a huge answer (a proxied one, or a session's export) costs the
   server a bounded amount of memory, and is dropped after ``CTXWEB_SEND_TIMEOUT`` seconds without
   progress while the server keeps answering others.
+- Big request bodies do not pile up: calls of 20 MB one after another leave the server no bigger
+  than a few of them at once (each call's request used to wait in a reference cycle for a rare
+  full garbage collection), and a gzip bomb of empty OTLP spans is refused having cost about
+  its inflated size once (it was three times that).
 
 Memory is read from the server's ``/proc/<pid>/status``: the peak (``VmHWM``) after the client
 was dropped, against the peak before it called. Nothing here measures time: the waits are
@@ -19,6 +23,7 @@ generous bounds on what takes a second or two.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import shutil
@@ -560,3 +565,54 @@ def test_a_client_that_reads_nothing_of_a_huge_export_costs_bounded_memory_and_i
     finally:
         received = read_to_the_end(sock)
     assert received < TURNS * TURNS // 2 * MESSAGE_BYTES // 10
+
+
+#: The request body of the big calls, and how many are sent one after another.
+BIG_BODY, BIG_CALLS = 20 * 1024 * 1024, 8
+
+
+def test_big_calls_one_after_another_leave_the_server_no_bigger_than_a_few_of_them(
+    impatient: Started,
+) -> None:
+    server, key = impatient
+    content = "w" * BIG_BODY
+    peak = memory_peak(server)
+    with httpx.Client(timeout=WAIT) as client:
+        for n in range(BIG_CALLS):
+            body = json.dumps({"model": "fine", "input": f"{n} {content}"}).encode()
+            answer = client.post(
+                f"{server.url}/proxy/openai/v1/embeddings",  # relayed, not recorded
+                content=body,
+                headers={"X-Ctxweb-Key": key, "Authorization": f"Bearer {PROVIDER_KEY}"},
+            )
+            assert answer.status_code == 200, answer.text[:500]
+    grown = memory_peak(server) - peak
+    # one call holds its body twice at most (as received, then joined): the calls before it must
+    # be gone, not waiting for the garbage collector (eight of them were about 200 MB)
+    assert grown < 4 * BIG_BODY, f"the server's memory grew by {grown / 2**20:.0f} MiB"
+
+
+def test_a_gzip_bomb_of_empty_spans_costs_its_inflated_size_once(impatient: Started) -> None:
+    server, key = impatient
+    spans = 10 * 1024 * 1024  # 30 MB once inflated, under CTXWEB_MAX_REQUEST_BYTES
+    document = b'{"resourceSpans": [{"scopeSpans": [{"spans": [' + b"{}," * spans + b"{}]}]}]}"
+    inflated = len(document)
+    bomb = gzip.compress(document, compresslevel=9)
+    del document
+    peak = memory_peak(server)
+    answer = httpx.post(
+        f"{server.url}/v1/traces",
+        content=bomb,
+        headers={
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Content-Encoding": "gzip",
+        },
+        timeout=WAIT,
+    )
+    assert answer.status_code == 413, answer.text[:500]
+    assert "JSON objects and arrays" in answer.json()["message"]
+    grown = memory_peak(server) - peak
+    # inflated once into one buffer and counted where it is (it was inflated, joined, copied and
+    # copied again without its strings: some three times its size)
+    assert grown < 2 * inflated, f"the server's memory grew by {grown / 2**20:.0f} MiB"
