@@ -50,7 +50,7 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -121,11 +121,21 @@ class Relayed:
     release: Callable[[], None] = field(default=lambda: None)
 
 
-#: One pooled client per event loop, forgotten with its loop (a loop's id can be reused by the
+#: Pooled clients per event loop, forgotten with their loop (a loop's id can be reused by the
 #: next loop once it is gone, and a client bound to a closed loop fails on its next call).
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
+#: How many pools the upstream connections are spread over. httpcore looks at every connection
+#: of its pool (idle? expired? a socket poll each; and, for each idle one, at all the others
+#: again) when a call starts and when one ends: with 32 callers in one pool that was half of the
+#: relay's CPU (py-spy). A caller's calls (its key and session) go to one pool, where its
+#: kept-alive connection waits.
+UPSTREAM_POOLS = 8
+#: Idle connections a pool keeps. httpcore compares this with all its connections, busy ones
+#: included, and closes an idle one while they are more: each pool keeps the whole number, and
+#: a kept connection closes after its keep-alive expiry (5 s) unused.
+KEPT_ALIVE = 64
 #: The key checks' threads, and managed mode's preparation's: apart from each other and from
 #: Django's, so that no call waits behind another caller's work on a shared thread.
 _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix="ctxweb-proxy-key")
@@ -139,16 +149,20 @@ _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, async
 )
 
 
-def _client() -> httpx.AsyncClient:
-    """One pooled client per event loop (daphne runs one)."""
+def _client(caller: object) -> httpx.AsyncClient:
+    """The pooled client of ``caller``'s calls on this event loop (uvicorn runs one)."""
     loop = asyncio.get_running_loop()
-    if loop not in _CLIENTS:
-        _CLIENTS[loop] = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            follow_redirects=False,
-        )
-    return _CLIENTS[loop]
+    clients = _CLIENTS.get(loop)
+    if clients is None:
+        clients = _CLIENTS[loop] = [
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_ALIVE),
+                follow_redirects=False,
+            )
+            for _ in range(UPSTREAM_POOLS)
+        ]
+    return clients[hash(caller) % len(clients)]
 
 
 def upstream(provider: str) -> str:
@@ -367,6 +381,71 @@ def _stream_error(provider: str, format: str | None, message: str) -> bytes:
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
+class Deadline:
+    """Awaits of a call bounded by one timer, however many they are: ``asyncio.wait_for`` makes a
+    task of each awaited, ``asyncio.timeout`` a timer of each, and a stream is a dozen chunks or
+    more, each awaited twice (read from the provider, sent to the caller).
+
+    :meth:`run` raises :class:`TimeoutError` when the deadline (loop time, :meth:`until`) passes
+    while it waits, or has passed already; the task is cancelled for it only while it waits, and
+    a cancellation from elsewhere stays one."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, at: float = float("inf")) -> None:
+        self.loop = loop
+        self.at = at
+        self.waiting: asyncio.Task[Any] | None = None
+        self.expired = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.armed = float("inf")
+
+    def until(self, at: float) -> None:
+        """The deadline moved to ``at`` (later: the timer armed for an earlier one arms again)."""
+        self.at = at
+
+    def _arm(self) -> None:
+        if self.timer is not None and self.armed <= self.at:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.armed = self.at
+        self.timer = self.loop.call_at(self.at, self._fire)
+
+    def _fire(self) -> None:
+        self.timer = None
+        self.armed = float("inf")
+        if self.waiting is None:
+            return  # the next run looks at the deadline itself
+        if self.loop.time() + 0.001 < self.at:  # moved later since the timer was armed
+            self._arm()
+            return
+        self.expired = True
+        self.waiting.cancel()
+
+    async def run(self, awaited: Callable[[], Awaitable[Any]]) -> Any:
+        """``awaited()`` awaited, within the deadline."""
+        if self.loop.time() >= self.at:
+            raise TimeoutError
+        self._arm()
+        task = asyncio.current_task()
+        assert task is not None
+        self.waiting = task
+        try:
+            return await awaited()
+        except asyncio.CancelledError:
+            if self.expired:
+                self.expired = False
+                if task.uncancel() == 0:  # cancelled by the deadline alone
+                    raise TimeoutError from None
+            raise
+        finally:
+            self.waiting = None
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
 class AnswerStopped(Exception):
     """An upstream answer went past a bound and was stopped."""
 
@@ -459,7 +538,7 @@ async def _relay(
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original
-    client = _client()
+    client = _client((key.pk, session))
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
     try:
         outgoing = client.build_request(
@@ -475,22 +554,25 @@ async def _relay(
         why = f"ctxweb: the URL cannot be relayed ({invalid})."
         return error(provider, 400, "invalid_request_error", why)
     seconds = settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS
-    deadline = loop.time() + seconds
+    deadline = Deadline(loop, loop.time() + seconds)
     try:
-        answer = await asyncio.wait_for(client.send(outgoing, stream=True), seconds)
+        answer = await deadline.run(lambda: client.send(outgoing, stream=True))
     except TimeoutError:
+        deadline.close()
         logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
         return _bad_gateway(
             provider,
             f"the provider did not answer within CTXWEB_PROXY_MAX_ANSWER_SECONDS ({seconds}s)",
         )
     except httpx.HTTPError as failure:
+        deadline.close()
         name = type(failure).__name__
         logger.warning("proxy: %s unreachable: %s", upstream(provider), name)
         return _bad_gateway(provider, f"the provider could not be reached ({name})")
     limit = settings.CTXWEB_PROXY_MAX_ANSWER_BYTES
     declared = answer.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
+        deadline.close()
         await answer.aclose()
         return _bad_gateway(
             provider,
@@ -532,11 +614,8 @@ async def _relay(
         upstream_chunks = answer.aiter_raw()
         try:
             while True:
-                left = deadline - loop.time()
                 try:
-                    if left <= 0:
-                        raise TimeoutError
-                    chunk = await asyncio.wait_for(upstream_chunks.__anext__(), left)
+                    chunk = await deadline.run(upstream_chunks.__anext__)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
@@ -575,6 +654,7 @@ async def _relay(
                         spooled=spooled, answer_bytes=size, complete=complete
                     )
             finally:
+                deadline.close()
                 await answer.aclose()
 
     # As received, read as Latin-1 (each byte one character): the bytes go back unchanged. The
