@@ -1,7 +1,7 @@
 """The relay itself, whatever serves it: one model call in (method, path, headers, body), the
 provider's answer out (status, headers, the body as it arrives), the call recorded afterwards.
 
-:mod:`ctxweb.proxy.app` serves it straight from ASGI (what daphne runs: no Django request,
+:mod:`ctxweb.proxy.app` serves it straight from ASGI (what uvicorn runs: no Django request,
 middleware or thread hop between the agent and its provider); :mod:`ctxweb.proxy.views` serves
 the same through Django's URLs (WSGI, the test client).
 
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -127,10 +128,10 @@ _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncC
     weakref.WeakKeyDictionary()
 )
 #: How many pools the upstream connections are spread over. httpcore looks at every connection
-#: of its pool (idle? expired? a socket poll each; and, for each idle one, at all the others
-#: again) when a call starts and when one ends: with 32 callers in one pool that was half of the
-#: relay's CPU (py-spy). A caller's calls (its key and session) go to one pool, where its
-#: kept-alive connection waits.
+#: of its pool (idle? expired? a socket poll for each idle one, and for each idle one at all the
+#: others again) when a call starts and when one ends: with 32 streaming callers in one pool,
+#: 7.5% of the web process's time (py-spy), 2.3% over 8 pools. A caller's calls (its key and
+#: session) go to one pool, where its kept-alive connection waits.
 UPSTREAM_POOLS = 8
 #: Idle connections a pool keeps. httpcore compares this with all its connections, busy ones
 #: included, and closes an idle one while they are more: each pool keeps the whole number, and
@@ -142,6 +143,11 @@ _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix
 _PREPARE = ThreadPoolExecutor(
     settings.CTXWEB_PROXY_PREPARE_THREADS, thread_name_prefix="ctxweb-proxy-prepare"
 )
+#: Request bodies from this size up are spooled for the recorder on threads of their own, not
+#: on the event loop, which relays every other call meanwhile (a 24 MB body took 20 to 250 ms to
+#: write on this machine); a smaller one costs less to write than the hop to a thread.
+SPOOL_ON_LOOP_BYTES = 1024 * 1024
+_SPOOLING = ThreadPoolExecutor(4, thread_name_prefix="ctxweb-proxy-spool-request")
 #: Calls in flight per key in this process, and each key's preparations.
 _IN_FLIGHT: dict[int, int] = {}
 _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
@@ -446,6 +452,17 @@ class Deadline:
             self.timer = None
 
 
+async def _spool(**call: Any) -> recording.Spooled:
+    """The call spooled for the recorder (:func:`~ctxweb.contexts.services.recording.
+    recording_spool`), a big request body on a spooling thread."""
+    if len(call["request_body"]) < SPOOL_ON_LOOP_BYTES:
+        return recording.recording_spool(**call)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(
+        _SPOOLING, functools.partial(recording.recording_spool, **call)
+    )
+
+
 class AnswerStopped(Exception):
     """An upstream answer went past a bound and was stopped."""
 
@@ -584,23 +601,28 @@ async def _relay(
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     coding = answer.headers.get("content-encoding", "").strip().lower()
     encoded = coding not in ("", "identity")
-    spooled = (
-        None
-        if format is None
-        else recording.recording_spool(
-            project_id=key.project_id,
-            key_id=key.pk,
-            format=format,
-            streamed=streamed,
-            session=session,
-            original=original,
-            events=events,
-            content_encoding=coding if encoded else "",
-            headers=headers,
-            length=int(declared) if declared.isdigit() else None,
-            request_body=body,
+    try:
+        spooled = (
+            None
+            if format is None
+            else await _spool(
+                project_id=key.project_id,
+                key_id=key.pk,
+                format=format,
+                streamed=streamed,
+                session=session,
+                original=original,
+                events=events,
+                content_encoding=coding if encoded else "",
+                headers=headers,
+                length=int(declared) if declared.isdigit() else None,
+                request_body=body,
+            )
         )
-    )
+    except BaseException:
+        deadline.close()
+        await answer.aclose()
+        raise
 
     async def chunks() -> AsyncIterator[bytes]:
         written = (
