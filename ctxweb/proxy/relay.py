@@ -22,7 +22,8 @@ the same through Django's URLs (WSGI, the test client).
   (:mod:`~ctxweb.contexts.services.recording`): once the last chunk has been relayed, or, for a
   stream, once its last event has (an SDK may leave as soon as it reads it, before the upstream
   ends the stream); a caller that leaves mid-stream is not recorded. Nothing is parsed on the
-  caller's path, and the answer is never held in memory.
+  caller's path, and the answer is never held in memory; a request body from
+  :data:`SPOOL_ON_LOOP_BYTES` up is written on threads of its own, not on the event loop.
 - **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
   session, the start of the agent's request that the operation compacted is sent compacted
   (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
