@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -21,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from ctxweb.proxy.relay import Relayed, error, relay
+from ctxweb.proxy.relay import Deadline, Relayed, error, relay
 
 logger = logging.getLogger("ctxweb.proxy")
 
@@ -181,17 +182,21 @@ async def _stream(chunks: AsyncIterator[bytes], send: Send) -> None:
     caller's socket is full, so the upstream is read no faster than the caller reads. A caller
     that takes nothing for ``CTXWEB_SEND_TIMEOUT`` seconds is dropped."""
     timeout = settings.CTXWEB_SEND_TIMEOUT
+    loop = asyncio.get_running_loop()
+    stalled = Deadline(loop)  # one timer for every send of the answer
     try:
         async for chunk in chunks:
             if chunk:
                 message = {"type": "http.response.body", "body": chunk, "more_body": True}
+                stalled.until(loop.time() + timeout)
                 try:
-                    await asyncio.wait_for(send(message), timeout)
+                    await stalled.run(functools.partial(send, message))
                 except TimeoutError:
                     logger.info("proxy: the caller took nothing for %gs: dropped", timeout)
                     return
         await send({"type": "http.response.body", "body": b""})
     finally:
+        stalled.close()
         close = getattr(chunks, "aclose", None)
         if close is not None:
             await close()

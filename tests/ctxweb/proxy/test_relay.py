@@ -18,6 +18,7 @@ import pytest
 from anthropic import Anthropic
 from openai import OpenAI
 
+from ctxweb.proxy.relay import SPOOL_ON_LOOP_BYTES
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
@@ -254,6 +255,33 @@ def test_a_stream_the_sdk_stops_reading_at_its_last_event_is_recorded(
     assert turn["reported_input_tokens"] > 0
     recorded = api(url, key, f"sessions/{session}/turns/0")
     assert f"Answered in full ({provider})." in json.dumps(recorded)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_call_whose_request_is_spooled_off_the_event_loop_is_recorded_whole(
+    server: tuple[str, str, Path], stand_in: StandIn, stream: bool
+) -> None:
+    """A request body from ``SPOOL_ON_LOOP_BYTES`` up is written for the recorder on a thread
+    of its own: the call is answered and recorded from the whole of it all the same."""
+    url, key, _ = server
+    session = f"big-request-{stream}"
+    words = 2 * SPOOL_ON_LOOP_BYTES // 5
+    log = " word" * words  # one token a word
+    stand_in.then("Read it all.")
+    answer = openai_client(url, key, session).chat.completions.create(
+        model="gpt-4o",
+        messages=[{"role": "user", "content": f"The build log:{log} What failed?"}],
+        stream=stream,
+    )
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+    else:
+        text = answer.choices[0].message.content
+    assert text == "Read it all."
+    settle(url, key, session, 1)
+    [turn] = api(url, key, f"sessions/{session}/turns")
+    assert words < turn["counted_tokens"] < words + 100
+    assert "What failed?" in json.dumps(api(url, key, f"sessions/{session}/turns/0"))
 
 
 def test_no_ctxweb_key_is_refused_in_the_providers_shape_and_nothing_leaves(
