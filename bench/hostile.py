@@ -208,6 +208,64 @@ class Memory:
         self.peaks.append(self.read(self.pid, "VmHWM"))
 
 
+class Recorders:
+    """The recorder processes (the embedded shape's ``manage.py record_calls`` children of the
+    server, the production shape's Celery worker and its children): their CPU seconds and
+    summed ``VmRSS`` every 500 ms. A process's CPU is its last sample's (one that ends between
+    samples loses at most 500 ms of it)."""
+
+    def __init__(self, server_pid: Any, worker: subprocess.Popen[Any] | None) -> None:
+        self.server_pid = server_pid  # () -> the web process's pid now
+        self.worker = worker
+        self.parents: set[int] = set()
+        self.cpu: dict[int, float] = {}
+        self.samples: list[tuple[float, float]] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def pids(self) -> list[int]:
+        self.parents.add(self.server_pid())
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if self.worker is not None:
+                    stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    if int(stat[2]) == self.worker.pid:  # its process group
+                        found.append(int(entry.name))
+                    continue
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if b"record_calls" in argv and b"--parent" in argv:
+                at = argv.index(b"--parent") + 1
+                if at < len(argv) and argv[at].isdigit() and int(argv[at]) in self.parents:
+                    found.append(int(entry.name))
+        return found
+
+    def sample(self) -> None:
+        rss = 0.0
+        for pid in self.pids():
+            try:
+                self.cpu[pid] = cpu_seconds(pid)
+            except (OSError, IndexError, ValueError):
+                continue
+            rss += Memory.read(pid, "VmRSS")
+        self.samples.append((time.time(), rss))
+
+    def _run(self) -> None:
+        while self.running:
+            self.sample()
+            time.sleep(0.5)
+
+    def cpu_total(self) -> float:
+        return sum(self.cpu.values())
+
+    def rss_between(self, start: float, end: float) -> list[float]:
+        return [rss for at, rss in self.samples if start <= at <= end]
+
+
 # --- the API ------------------------------------------------------------------------------------
 
 
@@ -248,25 +306,69 @@ def turns_of(url: str, key: str, session: str) -> list[dict[str, Any]]:
             return found
 
 
-def caught_up(url: str, key: str, prefix: str, done: dict[str, Any], seconds: float) -> float:
-    """When every call in ``done`` was a turn of its session, or ``seconds`` passed, or no
-    session gained a turn for :data:`STALLED` seconds (a recorder still working is waited for:
-    a call recorded late is late, not lost)."""
+class Queue:
+    """The server's recording queue, read straight from its database (the bench's own
+    connection, read-only on SQLite): how many relayed calls wait to be recorded, and how many
+    of them are in lanes of sessions named with ``prefix``."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.url = env.get("DATABASE_URL") or ""
+        self.sqlite = Path(env["CTXWEB_DATA_DIR"]) / "db.sqlite3"
+
+    def waiting(self, prefix: str) -> tuple[int, int]:
+        query = (
+            "SELECT count(*), coalesce(sum(CASE WHEN lane LIKE %s THEN 1 ELSE 0 END), 0)"
+            " FROM contexts_pendingcall"
+        )
+        pattern = f"%:s:{prefix}%"
+        try:
+            if self.url:
+                import psycopg
+
+                with psycopg.connect(self.url.replace("postgres://", "postgresql://")) as conn:
+                    row = conn.execute(query, (pattern,)).fetchone()
+            else:
+                import sqlite3
+
+                lite = sqlite3.connect(f"file:{self.sqlite}?mode=ro", uri=True, timeout=20)
+                try:
+                    row = lite.execute(query.replace("%s", "?"), (pattern,)).fetchone()
+                finally:
+                    lite.close()
+        except Exception as error:  # the table is not there yet, or the server is restarting
+            progress(f"the recording queue could not be read: {error}")
+            return -1, -1
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def caught_up(
+    url: str, key: str, prefix: str, done: dict[str, Any], seconds: float, queue: Queue
+) -> dict[str, Any]:
+    """Wait until every call in ``done`` is a turn of its session, or the recorders have
+    stopped, or ``seconds`` passed: a backlog still being drained is waited for (a call recorded
+    late is late, not lost). The recorders have stopped when no session gained a turn for
+    :data:`STALLED` seconds while the queue holds none of these sessions' calls. When (wall
+    clock) that was, and how many calls the queue still held then (in all, of these
+    sessions)."""
     completed = {s: len(c) for s, c in done["calls"].items()}
     deadline = time.time() + seconds
     last: dict[str, int] = {}
     changed = time.time()
-    while time.time() < deadline and time.time() - changed < STALLED:
+    waiting = (-1, -1)
+    while time.time() < deadline:
         counts = {
             s["external_id"]: s["turn_count"]
             for s in api(url, key, "GET", f"sessions?q={prefix}&limit=500")["results"]
         }
+        waiting = queue.waiting(prefix)
         if all(counts.get(s, 0) >= n for s, n in completed.items()):
             break
         if counts != last:
             last, changed = counts, time.time()
+        elif time.time() - changed > STALLED and waiting[1] == 0:
+            break
         time.sleep(0.25)
-    return time.time()
+    return {"at": time.time(), "queued": waiting[0], "queued_here": waiting[1]}
 
 
 def set_up(url: str, key: str) -> tuple[int, int]:
@@ -405,8 +507,12 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         memory = Memory()
         memory.pid = server.process.pid
         memory.thread.start()
+        queue = Queue(env)
+        recorders = Recorders(lambda: memory.pid, worker)
+        recorders.thread.start()
         time.sleep(3)
         idle = statistics.median(rss for _, rss in memory.samples)
+        recorders_idle = statistics.median(rss for _, rss in recorders.samples)
 
         progress(
             f"[{shape}] calm: the callers through ctxweb, nothing else, {args.calm_seconds:.0f} s"
@@ -421,11 +527,13 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             "session_prefix": CALM,
         }
         calm = Role("callers", calm_config, folder / "calm").result()
-        calm["caught_up"] = caught_up(url, key, CALM, calm, args.drain) - ended
+        calm["caught_up"] = caught_up(url, key, CALM, calm, args.drain, queue)["at"] - ended
         progress(
             f"[{shape}] load for {args.seconds:.0f} s, the server killed at {args.kill_at:.0f} s"
         )
         cpu = -cpu_seconds(server.process.pid)
+        recorders.sample()
+        recorders_cpu = -recorders.cpu_total()
         start = time.time()
         until = start + args.seconds
         load_average = os.getloadavg()[0]
@@ -492,13 +600,17 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         progress(f"[{shape}] callers done; waiting for the hostile clients")
         misbehaved = hostile.result()
         memory.high_water()
-        drained = caught_up(url, key, CALLERS, through, args.drain) - load_ended
+        drain = caught_up(url, key, CALLERS, through, args.drain, queue)
+        recorders.sample()
+        recorders_cpu += recorders.cpu_total()
+        drained = drain["at"] - load_ended
         completed = {s: len(c) for s, c in through["calls"].items()}
         time.sleep(1)
         (folder / "stop").write_text("")
         health = watchers["health"].result()
         seen = watchers["watch"].result()
         memory.running = False
+        recorders.running = False
         memory.high_water()
         recorded = {s: turns_of(url, key, s) for s in completed}
         misbehaved["managed_turns"] = sum(
@@ -526,6 +638,10 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             cpu=cpu,
             calm=calm,
             drained=drained,
+            queued=(drain["queued"], drain["queued_here"]),
+            recorders_cpu=recorders_cpu,
+            recorders_idle=recorders_idle,
+            recorders_rss=recorders.rss_between(start, drain["at"]),
             load_average=load_average,
             args=args,
         )
@@ -583,6 +699,10 @@ def analyse(**run: Any) -> dict[str, Any]:
         "calm": calm,
         "calm_caught_up": run["calm"]["caught_up"],
         "drained": run["drained"],
+        "queued": run["queued"],
+        "recorders_cpu": run["recorders_cpu"],
+        "recorders_idle_mb": run["recorders_idle"],
+        "recorders_peak_mb": max(run["recorders_rss"], default=0.0),
         "retried": sum(c[3] > 1 for calls in run["through"]["calls"].values() for c in calls),
         "health": answered,
         "health_failed": sum(1 for _, ms in outside if ms is None),
@@ -628,6 +748,15 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "none"
 
     bomb = hostile["bomb"]
+    waiting, here = result["queued"]
+    queued = (
+        "(unread)"
+        if waiting < 0
+        else f"{waiting} calls ({here} of the callers')"
+        if waiting
+        else "nothing"
+    )
+    span = result["seconds"] + result["drained"]
     failures = ", ".join(f"{n} {why}" for why, n in sorted(result["failures"].items()))
     big = hostile["big_managed"]["seconds"]
     otlp = hostile["otlp"]["seconds"]
@@ -656,8 +785,13 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" {verdict(rmax <= TARGET_RECORDED_S and not result['never'])} |",
         f"| {shape} | calls read whole but not recorded (server killed at"
         f" {result['kill_at']:.0f} s) | none | {result['lost']} lost, {result['twice']} recorded"
-        f" twice, {result['unmatched']} turns unmatched, looked for {result['drained']:.0f} s after"
-        f" the load | {verdict(not result['lost'])} |",
+        f" twice, {result['unmatched']} turns unmatched; the callers' calls all turns (or the"
+        f" recorders stopped) {result['drained']:.1f} s after the load, the queue then holding"
+        f" {queued} | {verdict(not result['lost'])} |",
+        f"| {shape} | the recorders (no target) | | {result['recorders_cpu']:.0f} CPU s from the"
+        f" load's start to the drain's end ({result['recorders_cpu'] / span:.0%} of a core),"
+        f" {result['recorders_idle_mb']:.0f} MB idle, {result['recorders_peak_mb']:.0f} MB peak"
+        f" (summed VmRSS) | |",
         f"| {shape} | hostile traffic (no target) | | hanging: {tally('hanging')}; never reading:"
         f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')}"
         f" ({hostile['managed_turns']} recorded as managed turns; the session has"
