@@ -147,16 +147,23 @@ def _session_for(
 ) -> str | None:
     """The session a call goes to: the one it names (its side calls beside it, see
     :data:`_MAIN`), else the recent conversation of the same key it extends, else None."""
+    return _session_and_main(key_id, session, hashes, context)[0]
+
+
+def _session_and_main(
+    key_id: int, session: str | None, hashes: tuple[str, ...], context: Context
+) -> tuple[str | None, tuple[bool, str] | None]:
+    """:func:`_session_for`, and the look of the named session's main calls as it read it."""
     if not session or session_id_problem(session) is not None:
-        return _joined(key_id, hashes)
+        return _joined(key_id, hashes), None
     main = _main_shape(key_id, session)
     if main is None or _joined(key_id, hashes, external_id=session) is not None:
-        return session
+        return session, main
     tools, system = _shape(context)
     side = session + SIDE_SUFFIX
     if main[0] and not tools and system != main[1] and session_id_problem(side) is None:
-        return side
-    return session
+        return side, main
+    return session, main
 
 
 def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
@@ -169,11 +176,12 @@ def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
     return (bool(known[0]), str(known[1])) if known else None
 
 
-def _remember_main(key_id: int, external_id: str, context: Context) -> None:
+def _remember_main(
+    key_id: int, external_id: str, context: Context, known: tuple[bool, str] | None
+) -> None:
     """Remember what the named session's main calls look like (the first call, until one that
-    sends tools)."""
+    sends tools); ``known``: what was remembered when the call's session was decided."""
     shape = _shape(context)
-    known = _main_shape(key_id, external_id)
     if known is None or (shape[0] and not known[0]):
         ProxyMainCalls.objects.update_or_create(
             key_id=key_id,
@@ -187,10 +195,19 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
     :data:`RECENT_SECONDS`: the next call that extends them joins it."""
     if not hashes:
         return
-    ProxyConversation.objects.update_or_create(
-        key_id=key_id,
-        digest=_prefix_digests(hashes)[-1],
-        defaults={"external_id": external_id, "remembered_at": timezone.now()},
+    # One statement (an upsert), not a read then a write.
+    ProxyConversation.objects.bulk_create(
+        [
+            ProxyConversation(
+                key_id=key_id,
+                digest=_prefix_digests(hashes)[-1],
+                external_id=external_id,
+                remembered_at=timezone.now(),
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["key_id", "digest"],
+        update_fields=["external_id", "remembered_at"],
     )
 
 
@@ -412,7 +429,7 @@ def proxy_record(
         context = parse(format, request)
         answer = provider_answer(format, response_body, streamed=streamed)
         hashes = tuple(message_identity(m) for m in context.messages)
-        external_id = _session_for(key_id, session, hashes, context)
+        external_id, main = _session_and_main(key_id, session, hashes, context)
         if external_id is None:
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
             external_id = f"proxy-{stamp}-{secrets.token_hex(3)}"
@@ -435,7 +452,7 @@ def proxy_record(
         following = (original or hashes) + answered
         _remember(key_id, external_id, following)
         if session and external_id == session:
-            _remember_main(key_id, external_id, context)
+            _remember_main(key_id, external_id, context, main)
         return external_id
     except Exception as error:
         failures += 1

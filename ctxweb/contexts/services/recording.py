@@ -392,22 +392,34 @@ def recorders_busy() -> bool:
         return bool(_QUEUED) or _DRAINING[0] > 0
 
 
-def recordings_drain(lane: str, seconds: float = SLICE_SECONDS) -> int:
+#: At most this many calls of a lane are claimed at once (one transaction), and only calls
+#: smaller than ``CTXWEB_RECORDING_BIG_BYTES`` together: a big call is claimed alone.
+CLAIM_BATCH = 16
+
+
+def recordings_drain(lane: str, seconds: float = SLICE_SECONDS, *, small_only: bool = False) -> int:
     """Record ``lane``'s waiting calls in order for about ``seconds``, then queue the rest
-    behind the other lanes; nothing when another recorder has the lane. Calls recorded."""
+    behind the other lanes; nothing when another recorder has the lane (or, with
+    ``small_only``, when its next call is big). Calls recorded."""
     deadline = time.monotonic() + seconds
     done = 0
     while True:
         with _writing():
-            pending = _claim(lane)
-            if pending is None:
-                return done
-            _record(pending)
-        done += 1
-        if time.monotonic() > deadline:
-            if PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists():
-                recordings_dispatch(lane)
+            claimed = _claim_batch(lane, small_only=small_only)
+        if not claimed:
             return done
+        for n, pending in enumerate(claimed):
+            with _writing():
+                recorded = _record(pending)
+            if not recorded:  # to be tried again: the calls after it wait for it
+                _release(claimed[n + 1 :])
+                break
+            done += 1
+            if time.monotonic() > deadline:
+                _release(claimed[n + 1 :])
+                if PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists():
+                    recordings_dispatch(lane)
+                return done
 
 
 def _lease() -> timedelta:
@@ -416,23 +428,39 @@ def _lease() -> timedelta:
 
 def _claim(lane: str) -> PendingCall | None:
     """The lane's first waiting call, now this recorder's; None when there is none or another
-    recorder holds the lane (a conditional update: two recorders never hold one lane)."""
+    recorder holds the lane."""
+    claimed = _claim_batch(lane, limit=1)
+    return claimed[0] if claimed else None
+
+
+def _claim_batch(
+    lane: str, *, limit: int = CLAIM_BATCH, small_only: bool = False
+) -> list[PendingCall]:
+    """The lane's first waiting calls, in order, now this recorder's: up to ``limit`` small
+    ones, or one big one (none with ``small_only``); none when another recorder holds the lane
+    (a conditional update: two recorders never hold one lane)."""
     now = timezone.now()
     expired = now - _lease()
+    big = settings.CTXWEB_RECORDING_BIG_BYTES
     with transaction.atomic():
         calls = PendingCall.objects.filter(lane=lane)
         if calls.filter(state=PendingCall.WORKING, claimed_at__gt=expired).exists():
-            return None
-        first = (
+            return []
+        first = list(
             calls.filter(state__in=(PendingCall.PENDING, PendingCall.WORKING))
             .order_by("pk")
-            .values_list("pk", flat=True)
-            .first()
+            .values_list("pk", "size")[:limit]
         )
-        if first is None:
-            return None
+        if not first or (small_only and first[0][1] >= big):
+            return []
+        wanted = [first[0][0]]
+        if first[0][1] < big:
+            for pk, size in first[1:]:
+                if size >= big:
+                    break
+                wanted.append(pk)
         taken = (
-            PendingCall.objects.filter(pk=first)
+            PendingCall.objects.filter(pk__in=wanted)
             .filter(
                 Q(state=PendingCall.PENDING) | Q(state=PendingCall.WORKING, claimed_at__lte=expired)
             )
@@ -443,9 +471,19 @@ def _claim(lane: str) -> PendingCall | None:
                 attempts=F("attempts") + 1,
             )
         )
-    if not taken:
-        return None
-    return PendingCall.objects.select_related("project").get(pk=first)
+        if taken != len(wanted):  # another recorder took some meanwhile: it has the lane
+            transaction.set_rollback(True)
+            return []
+    return list(PendingCall.objects.select_related("project").filter(pk__in=wanted).order_by("pk"))
+
+
+def _release(calls: Sequence[PendingCall]) -> None:
+    """Give back claimed calls not recorded (the slice ended): waiting again, not an attempt."""
+    if calls:
+        with _writing():
+            PendingCall.objects.filter(
+                pk__in=[c.pk for c in calls], state=PendingCall.WORKING, owner=owner()
+            ).update(state=PendingCall.PENDING, claimed_at=None, attempts=F("attempts") - 1)
 
 
 class _Model(msgspec.Struct):
@@ -468,14 +506,16 @@ def _window(body: bytes, headers: Sequence[Sequence[str]]) -> dict[str, Any]:
     return {"context_window": window, "context_window_source": source}
 
 
-def _record(pending: PendingCall) -> None:
+def _record(pending: PendingCall) -> bool:
+    """Record a claimed call (or keep it as an unread call); False when it failed and waits to
+    be tried again."""
     call = pending.call
     try:
         request = request_path(pending.spool).read_bytes()
         answer = answer_path(pending.spool).read_bytes()
     except OSError as error:
         _unread(pending, f"the recording's files are gone ({error})", keep_bodies=False)
-        return
+        return True
     try:
         proxy_record(
             project=pending.project,
@@ -497,12 +537,11 @@ def _record(pending: PendingCall) -> None:
         if pending.attempts >= settings.CTXWEB_RECORDING_ATTEMPTS:
             why = f"recording failed {pending.attempts} times: {type(error).__name__}: {error}"
             _unread(pending, why, keep_bodies=True)
-        else:
-            PendingCall.objects.filter(pk=pending.pk).update(
-                state=PendingCall.PENDING, claimed_at=None
-            )
-        return
+            return True
+        PendingCall.objects.filter(pk=pending.pk).update(state=PendingCall.PENDING, claimed_at=None)
+        return False
     _discard(pending)
+    return True
 
 
 def _unread(pending: PendingCall, why: str, *, keep_bodies: bool) -> None:
@@ -689,11 +728,43 @@ def recordings_waiting(project: Project | None = None) -> int:
 POLL_SECONDS = 0.1
 
 
-def recorder_loop(*, parent: int | None = None, once: bool = False) -> int:
+def background_priority() -> None:
+    """Lower this process's CPU priority by ``CTXWEB_BACKGROUND_NICE`` (recorders and Celery
+    workers: recording is background work, callers and health checks go first)."""
+    if settings.CTXWEB_BACKGROUND_NICE > 0:
+        try:
+            os.nice(settings.CTXWEB_BACKGROUND_NICE)
+        except OSError:
+            logger.warning("recording: this process's priority could not be lowered")
+
+
+def lanes_waiting(*, small_only: bool = False) -> list[str]:
+    """The lanes with calls waiting, the lanes whose next call is big (at least
+    ``CTXWEB_RECORDING_BIG_BYTES``) first; with ``small_only``, only the others."""
+    heads: dict[str, int] = {}
+    for lane, size in (
+        PendingCall.objects.filter(state=PendingCall.PENDING)
+        .order_by("pk")
+        .values_list("lane", "size")
+    ):
+        heads.setdefault(lane, size)
+    big = settings.CTXWEB_RECORDING_BIG_BYTES
+    small = [lane for lane, size in heads.items() if size < big]
+    if small_only:
+        return small
+    return [lane for lane, size in heads.items() if size >= big] + small[::-1]
+
+
+def recorder_loop(
+    *, parent: int | None = None, once: bool = False, small_only: bool = False
+) -> int:
     """The recorder process (``manage.py record_calls``): record every lane's waiting calls, a
     slice per lane in turn, sweeping at its start and every ``CTXWEB_RECORDING_SWEEP_SECONDS``;
     it ends when ``parent`` (the web process that started it) has, or, with ``once``, when
-    nothing is left. Calls recorded."""
+    nothing is left. With ``small_only``, it leaves lanes whose next call is big to the other
+    recorders (a call of tens of MB takes seconds to record: the small lanes never wait behind
+    it; the other recorders take big lanes first, then the small ones from the other end).
+    Calls recorded."""
     done = 0
     swept = -1e9
     while parent is None or os.getppid() == parent:
@@ -704,13 +775,11 @@ def recorder_loop(*, parent: int | None = None, once: bool = False) -> int:
                 logger.exception("recording: the sweep failed")
             swept = time.monotonic()
         try:
-            lanes = list(
-                PendingCall.objects.filter(state=PendingCall.PENDING)
-                .values_list("lane", flat=True)
-                .distinct()
-            )
+            lanes = lanes_waiting(small_only=small_only)
             for lane in lanes:
-                done += recordings_drain(lane)
+                if parent is not None and os.getppid() != parent:
+                    break  # the web process is gone: the recorder that replaces it goes on
+                done += recordings_drain(lane, small_only=small_only)
         except Exception:
             logger.exception("recording: the recorder failed; it goes on")
             lanes = []
@@ -740,9 +809,16 @@ def recordings_start() -> None:
         if _SWEEPER is not None:
             return
         if settings.CTXWEB_RECORDER == "process":
+            count = max(1, settings.CTXWEB_RECORDING_WORKERS)
+            # With two or more, the first records small calls only (see recorder_loop).
             watchers = [
-                threading.Thread(target=_watch_recorder, name=f"ctxweb-recorder-{n}", daemon=True)
-                for n in range(max(1, settings.CTXWEB_RECORDING_WORKERS))
+                threading.Thread(
+                    target=_watch_recorder,
+                    args=(n == 0 and count > 1,),
+                    name=f"ctxweb-recorder-{n}",
+                    daemon=True,
+                )
+                for n in range(count)
             ]
         else:
             watchers = [threading.Thread(target=_sweep_loop, name="ctxweb-sweep", daemon=True)]
@@ -751,13 +827,15 @@ def recordings_start() -> None:
         watcher.start()
 
 
-def _watch_recorder() -> None:
+def _watch_recorder(small_only: bool) -> None:
     import subprocess
     import sys
 
     from ctxweb.datadir import BASE_DIR
 
     command = [sys.executable, str(BASE_DIR / "manage.py"), "record_calls"]
+    if small_only:
+        command.append("--small-only")
     while True:
         # A session of its own: Ctrl-C and a signal to the server's group are the server's; the
         # recorder ends when the server has (recorder_loop watches its parent).
