@@ -383,3 +383,123 @@ def test_the_proxys_memory_is_forgotten_after_its_time(project: Project) -> None
     assert proxying.proxy_memory_expire() == 1
     assert list(ProxyConversation.objects.values_list("digest", flat=True)) == [fresh]
     assert ProxyMainCalls.objects.count() == 1  # main calls are kept for a day
+
+
+def test_the_small_calls_recorder_leaves_a_lane_whose_next_call_is_big(
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big call (seconds to record when it is tens of MB) never holds back the small lanes:
+    the first recorder process records small calls only, and leaves big ones to the others,
+    which take big lanes first."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    settings.CTXWEB_RECORDING_BIG_BYTES = 2000
+    enqueue(project, ["Build it. " + "x" * 4000], session="big")
+    enqueue(project, ["Build it. " + "x" * 4000, "Small after it."], session="big")
+    enqueue(project, ["Hello."], session="small")
+    enqueue(project, ["Hello.", "Again."], session="small")
+    big = PendingCall.objects.filter(lane__endswith=":s:big").first()
+    small = PendingCall.objects.filter(lane__endswith=":s:small").first()
+    assert big is not None
+    assert small is not None
+    assert recording.lanes_waiting(small_only=True) == [small.lane]
+    assert recording.lanes_waiting() == [big.lane, small.lane]
+    assert recording.recordings_drain(big.lane, small_only=True) == 0
+    assert recording.recorder_loop(once=True, small_only=True) == 2
+    assert Session.objects.get(project=project, external_id="small").turns.count() == 2
+    assert not Session.objects.filter(project=project, external_id="big").exists()
+    assert PendingCall.objects.filter(lane=big.lane, state=PendingCall.PENDING).count() == 2
+    # another recorder takes the big call alone, then the small one behind it, in order
+    held = recording._claim_batch(big.lane)
+    assert [c.pk for c in held] == [big.pk]
+    recording._release(held)
+    assert PendingCall.objects.get(pk=big.pk).attempts == 0  # given back: not an attempt
+    assert recording.recorder_loop(once=True) == 2
+    turns = Session.objects.get(project=project, external_id="big").turns.order_by("index")
+    assert [t.message_count for t in turns] == [1, 3]
+
+
+def test_a_lanes_small_calls_are_claimed_together_and_a_failure_holds_the_rest(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    history = ["One."]
+    for n in range(4):
+        enqueue(project, history, session="batched")
+        history = [*history, f"Next {n}."]
+    lane = PendingCall.objects.get(spool=enqueue(project, history, session="batched")).lane
+    claimed = recording._claim_batch(lane)
+    assert len(claimed) == 5
+    assert recording._claim_batch(lane) == []  # held by this recorder
+    recording._release(claimed)
+    real = recording.proxy_record
+    failed: list[int] = []
+
+    def failing_once(**call: Any) -> Any:
+        if len(json.loads(call["request_body"])["messages"]) == 5 and not failed:
+            failed.append(1)
+            raise RuntimeError("the database went away")
+        return real(**call)
+
+    monkeypatch.setattr(recording, "proxy_record", failing_once)
+    assert recording.recordings_drain(lane, seconds=30) == 5
+    assert failed == [1]
+    # the failed third call was tried again before the fourth and fifth: one conversation
+    turns = Session.objects.get(project=project, external_id="batched").turns.order_by("index")
+    assert [t.message_count for t in turns] == [1, 3, 5, 7, 9]
+    assert not UnreadCall.objects.exists()
+
+
+def test_a_turns_messages_are_counted_before_its_transaction_opens(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's write transaction locks the whole database: a 24 MB message counted inside it
+    held every other recorder and the relay's queueing for seconds."""
+    from django.db import connection
+
+    from ctxweb.contexts.services import ingest
+
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    real = ingest._guessed_plan
+    planned: list[bool] = []
+
+    def watched(*args: Any) -> Any:
+        planned.append(connection.in_atomic_block)
+        return real(*args)
+
+    monkeypatch.setattr(ingest, "_guessed_plan", watched)
+    enqueue(project, ["One."], session="planned")
+    enqueue(project, ["One.", "Two."], session="planned")
+    assert recording.recorder_loop(once=True) == 2
+    assert planned == [False]  # the second turn's plan, from the first one's messages
+
+
+def test_a_servers_recorder_processes_run_at_a_lower_priority(tmp_path: Path) -> None:
+    """The embedded shape's two recorder processes: the first records small calls only; both
+    run niced by CTXWEB_BACKGROUND_NICE below the web process."""
+    env = embedded_env(tmp_path, CTXWEB_BACKGROUND_NICE="7")
+
+    def nice(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+    def recorders(parent: int) -> list[tuple[int, list[bytes]]]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"record_calls" in argv and str(parent).encode() in argv:
+                found.append((int(entry.name), argv))
+        return found
+
+    with live_server(env) as server:
+        web = nice(server.process.pid)
+        # each lowers its priority as it starts: waited for (never: the test fails)
+        running = wait(
+            lambda: (
+                lambda r: r if len(r) == 2 and all(nice(pid) == web + 7 for pid, _ in r) else None
+            )(recorders(server.process.pid)),
+            "two recorder processes, niced by 7",
+            detail=lambda: f"{recorders(server.process.pid)}\n{server.output}",
+        )
+        assert sorted(b"--small-only" in argv for _, argv in running) == [False, True]

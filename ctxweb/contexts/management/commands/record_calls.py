@@ -26,7 +26,8 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, parent: int | None, once: bool, small_only: bool, **options: Any
     ) -> None:
-        background_priority()
+        if parent is not None:  # started by a web process: background work
+            background_priority()
         done = recorder_loop(parent=parent, once=once, small_only=small_only)
         if once:
             self.stdout.write(f"{done} calls recorded")
