@@ -419,13 +419,18 @@ def set_up(url: str, key: str) -> tuple[int, int]:
 # --- one shape ----------------------------------------------------------------------------------
 
 
-def shape_env(shape: str, data: Path, upstream: str) -> dict[str, str]:
+def shape_env(
+    shape: str, data: Path, upstream: str, extra: list[str] | None = None
+) -> dict[str, str]:
     env = embedded_env(
         data,
         CTXWEB_UPSTREAM_OPENAI=f"{upstream}/v1",
         CTXWEB_RATE_LIMIT="",
         CTXWEB_RATE_LIMIT_COSTLY="",
     )
+    for setting in extra or ():
+        name, _, value = setting.partition("=")
+        env[name] = value
     if shape == "production":
         admin = postgres_admin_url()
         env["DATABASE_URL"] = admin.rsplit("/", 1)[0] + f"/{BENCH_DB}"
@@ -477,7 +482,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
     if shape == "production":
         recreate_database(create=True)
         flush_redis()
-    env = shape_env(shape, folder / "data", upstream.url)
+    env = shape_env(shape, folder / "data", upstream.url, args.set)
     worker = None
     server: LiveServer | None = None
     try:
@@ -670,6 +675,7 @@ def analyse(**run: Any) -> dict[str, Any]:
     answered = [ms for _, ms in outside if ms is not None]
     slowest = max((ms, at) for at, ms in outside if ms is not None)
     delays: list[float] = []
+    timeline: list[tuple[float, float]] = []  # (when the call ended, into the load; its delay)
     never = lost = twice = unmatched = 0
     for session, calls in run["through"]["calls"].items():
         counts = run["seen"]["counts"].get(session, [])
@@ -679,6 +685,7 @@ def analyse(**run: Any) -> dict[str, Any]:
                 never += 1
             else:
                 delays.append(max(0.0, visible - ended))
+                timeline.append((ended - run["start"], delays[-1]))
         indices: dict[int, int] = {}
         for turn in run["recorded"][session]:
             offset = turn["counted_tokens"] - run["first"]
@@ -717,6 +724,7 @@ def analyse(**run: Any) -> dict[str, Any]:
         "idle_mb": run["idle"],
         "peak_mb": peak,
         "delays": delays,
+        "timeline": sorted(timeline),
         "never": never,
         "lost": lost,
         "twice": twice,
@@ -830,6 +838,12 @@ def main() -> None:
         "--drain", type=float, default=180, help="seconds at most to wait for the recorder"
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a setting of the server and workers (e.g. CTXWEB_BACKGROUND_NICE=0), repeatable",
+    )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)

@@ -726,6 +726,9 @@ def recordings_waiting(project: Project | None = None) -> int:
 
 #: How often the recorder process looks for calls to record when it found none.
 POLL_SECONDS = 0.1
+#: How long a recorder process whose web process is gone goes on recording what waits (the
+#: queue does not stall while a killed server is started again and its recorders start).
+ORPHAN_SECONDS_MAX = 60.0
 
 
 def background_priority() -> None:
@@ -759,15 +762,21 @@ def recorder_loop(
     *, parent: int | None = None, once: bool = False, small_only: bool = False
 ) -> int:
     """The recorder process (``manage.py record_calls``): record every lane's waiting calls, a
-    slice per lane in turn, sweeping at its start and every ``CTXWEB_RECORDING_SWEEP_SECONDS``;
-    it ends when ``parent`` (the web process that started it) has, or, with ``once``, when
-    nothing is left. With ``small_only``, it leaves lanes whose next call is big to the other
-    recorders (a call of tens of MB takes seconds to record: the small lanes never wait behind
-    it; the other recorders take big lanes first, then the small ones from the other end).
-    Calls recorded."""
+    slice per lane in turn, sweeping at its start and every ``CTXWEB_RECORDING_SWEEP_SECONDS``.
+    With ``once``, it ends when nothing is left; when ``parent`` (the web process that started
+    it) has ended, it goes on while calls wait, for at most :data:`ORPHAN_SECONDS_MAX` (the
+    recorders of the process that replaces it share the queue meanwhile). With ``small_only``,
+    it leaves lanes whose next call is big to the other recorders (a call of tens of MB takes
+    seconds to record: the small lanes never wait behind it; the other recorders take big lanes
+    first, then the small ones from the other end). Calls recorded."""
     done = 0
     swept = -1e9
-    while parent is None or os.getppid() == parent:
+    orphaned: float | None = None
+    while True:
+        if orphaned is None and parent is not None and os.getppid() != parent:
+            orphaned = time.monotonic()
+        if orphaned is not None and time.monotonic() - orphaned > ORPHAN_SECONDS_MAX:
+            return done
         if time.monotonic() - swept > settings.CTXWEB_RECORDING_SWEEP_SECONDS:
             try:
                 recordings_sweep()
@@ -777,8 +786,6 @@ def recorder_loop(
         try:
             lanes = lanes_waiting(small_only=small_only)
             for lane in lanes:
-                if parent is not None and os.getppid() != parent:
-                    break  # the web process is gone: the recorder that replaces it goes on
                 done += recordings_drain(lane, small_only=small_only)
         except Exception:
             logger.exception("recording: the recorder failed; it goes on")
@@ -786,10 +793,9 @@ def recorder_loop(
         finally:
             close_old_connections()
         if not lanes:
-            if once:
+            if once or orphaned is not None:
                 return done
             time.sleep(POLL_SECONDS)
-    return done
 
 
 # --- in this process -----------------------------------------------------------------------------

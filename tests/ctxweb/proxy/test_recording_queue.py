@@ -503,3 +503,18 @@ def test_a_servers_recorder_processes_run_at_a_lower_priority(tmp_path: Path) ->
             detail=lambda: f"{recorders(server.process.pid)}\n{server.output}",
         )
         assert sorted(b"--small-only" in argv for _, argv in running) == [False, True]
+
+
+def test_a_recorder_whose_web_process_is_gone_records_what_waits_then_ends(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed server's recorders go on while it is started again (seconds under load): the
+    queue does not stall; they end once nothing waits."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    enqueue(project, ["Hello."], session="orphaned")
+    enqueue(project, ["Hello.", "Again."], session="orphaned")
+    gone = dead_pid()
+    assert os.getppid() != gone
+    assert recording.recorder_loop(parent=gone) == 2
+    assert Session.objects.get(project=project, external_id="orphaned").turns.count() == 2
+    assert not PendingCall.objects.exists()
