@@ -14,15 +14,17 @@ their keys in another order, and neither makes a new conversation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -406,6 +408,8 @@ def proxy_record(
     content_encoding: str = "",
     context_window: int | None = None,
     context_window_source: str | None = None,
+    recorded: Callable[[], None] | None = None,
+    one_transaction: bool = False,
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
     recorded (counted in :data:`failures` and logged, and kept as an unread call: the call
@@ -418,7 +422,13 @@ def proxy_record(
     agent's own messages by identity when what was sent differs (managed mode): the next call,
     which extends the agent's history, joins by them.
     ``context_window`` is the window the call itself selected (a model's 1M-context header), and
-    ``context_window_source`` where that figure came from."""
+    ``context_window_source`` where that figure came from.
+
+    ``recorded`` is called once the turn and the memory of its conversation are written (the
+    queue's row of the call is deleted there); with ``one_transaction``, all of it is written in
+    one transaction (a small call: SQLite's write lock taken once, and the turn and its row's
+    deletion committed together). A big call's messages are counted before its turn's
+    transaction opens instead (see :func:`turn_ingest`)."""
     global failures
     relayed = response_body
     try:
@@ -433,26 +443,33 @@ def proxy_record(
         if external_id is None:
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
             external_id = f"proxy-{stamp}-{secrets.token_hex(3)}"
-        turn_ingest(
-            project=project,
-            external_id=external_id,
-            context=context,
-            model=str(request.get("model") or "") or None,
-            response=answer.messages or None,
-            usage=answer.usage,
-            events=list(events),
-            source=SOURCE,
-            context_window=context_window,
-            **({"context_window_source": context_window_source} if context_window_source else {}),
-        )
         try:
             answered = _hashes(format, {**request, messages_key(format): []}, answer.messages)
         except FormatError:
             answered = ()
         following = (original or hashes) + answered
-        _remember(key_id, external_id, following)
-        if session and external_id == session:
-            _remember_main(key_id, external_id, context, main)
+        with transaction.atomic() if one_transaction else contextlib.nullcontext():
+            turn_ingest(
+                project=project,
+                external_id=external_id,
+                context=context,
+                model=str(request.get("model") or "") or None,
+                response=answer.messages or None,
+                usage=answer.usage,
+                events=list(events),
+                source=SOURCE,
+                context_window=context_window,
+                **(
+                    {"context_window_source": context_window_source}
+                    if context_window_source
+                    else {}
+                ),
+            )
+            _remember(key_id, external_id, following)
+            if session and external_id == session:
+                _remember_main(key_id, external_id, context, main)
+            if recorded is not None:
+                recorded()
         return external_id
     except Exception as error:
         failures += 1

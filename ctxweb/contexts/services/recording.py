@@ -516,6 +516,12 @@ def _record(pending: PendingCall) -> bool:
     except OSError as error:
         _unread(pending, f"the recording's files are gone ({error})", keep_bodies=False)
         return True
+    deleted: list[bool] = []
+
+    def recorded() -> None:
+        PendingCall.objects.filter(pk=pending.pk).delete()
+        transaction.on_commit(lambda: deleted.append(True))
+
     try:
         proxy_record(
             project=pending.project,
@@ -530,6 +536,8 @@ def _record(pending: PendingCall) -> bool:
             compressed=bool(call.get("content_encoding")),
             content_encoding=str(call.get("content_encoding") or ""),
             **_window(request, call.get("window_headers") or ()),
+            recorded=recorded,
+            one_transaction=pending.size < settings.CTXWEB_RECORDING_BIG_BYTES,
         )
     except Exception as error:  # proxy_record keeps what it cannot read: this is the database
         logger.exception("recording: call %s failed (attempt %s)", pending.pk, pending.attempts)
@@ -540,7 +548,10 @@ def _record(pending: PendingCall) -> bool:
             return True
         PendingCall.objects.filter(pk=pending.pk).update(state=PendingCall.PENDING, claimed_at=None)
         return False
-    _discard(pending)
+    if deleted:  # recorded: its row went with the turn
+        _files_remove(pending.spool)
+    else:  # kept as an unread call
+        _discard(pending)
     return True
 
 

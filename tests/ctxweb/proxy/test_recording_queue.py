@@ -194,6 +194,19 @@ def test_a_call_that_keeps_failing_becomes_an_unread_call_with_its_error(
     assert json.loads(bytes(unread.request_body))["messages"][0]["content"] == "Hello."
 
 
+def recorders(parent: int) -> list[tuple[int, list[bytes]]]:
+    """The recorder processes web process ``parent`` started: pid and command line each."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"record_calls" in argv and str(parent).encode() in argv:
+            found.append((int(entry.name), argv))
+    return found
+
+
 def dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
@@ -319,8 +332,11 @@ def test_a_call_relayed_whole_before_the_server_was_killed_is_recorded_by_the_ne
                 received += chunk
                 if b"[DONE]" in received:
                     break
-            # every event is relayed; the upstream holds its stream open: kill the server now
+            # every event is relayed; the upstream holds its stream open: kill the server now,
+            # and its recorders (which would go on recording what waits: the machine is gone)
             os.killpg(first.process.pid, signal.SIGKILL)
+            for pid, _ in recorders(first.process.pid):
+                os.kill(pid, signal.SIGKILL)
             first.process.wait(timeout=30)
     spooled = list((tmp_path / "recordings").glob("*.answer"))
     assert spooled, "the answer was written first"
@@ -450,7 +466,7 @@ def test_a_lanes_small_calls_are_claimed_together_and_a_failure_holds_the_rest(
 
 
 def test_a_turns_messages_are_counted_before_its_transaction_opens(
-    project: Project, monkeypatch: pytest.MonkeyPatch
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQLite's write transaction locks the whole database: a 24 MB message counted inside it
     held every other recorder and the relay's queueing for seconds."""
@@ -459,6 +475,7 @@ def test_a_turns_messages_are_counted_before_its_transaction_opens(
     from ctxweb.contexts.services import ingest
 
     monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    settings.CTXWEB_RECORDING_BIG_BYTES = 100  # these calls are big (small ones: one transaction)
     real = ingest._guessed_plan
     planned: list[bool] = []
 
@@ -480,17 +497,6 @@ def test_a_servers_recorder_processes_run_at_a_lower_priority(tmp_path: Path) ->
 
     def nice(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
-
-    def recorders(parent: int) -> list[tuple[int, list[bytes]]]:
-        found = []
-        for entry in Path("/proc").iterdir():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"record_calls" in argv and str(parent).encode() in argv:
-                found.append((int(entry.name), argv))
-        return found
 
     with live_server(env) as server:
         web = nice(server.process.pid)
@@ -517,4 +523,26 @@ def test_a_recorder_whose_web_process_is_gone_records_what_waits_then_ends(
     assert os.getppid() != gone
     assert recording.recorder_loop(parent=gone) == 2
     assert Session.objects.get(project=project, external_id="orphaned").turns.count() == 2
+    assert not PendingCall.objects.exists()
+
+
+def test_a_small_calls_turn_and_its_queue_row_go_in_one_transaction(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's write lock taken once per small call; and no turn is left without the rest of
+    its recording (a failure after the turn's insert rolls the turn back: the call is kept as
+    an unread call, not recorded half)."""
+    from ctxweb.contexts.services import proxying
+
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    enqueue(project, ["Hello."], session="whole")
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(proxying, "_remember", broken)
+    assert recording.recorder_loop(once=True) == 1
+    assert not Session.objects.filter(project=project, external_id="whole", turns__isnull=False)
+    unread = UnreadCall.objects.get(project=project)
+    assert "the disk is full" in unread.error
     assert not PendingCall.objects.exists()
