@@ -20,13 +20,16 @@ upstream (:mod:`hostile_upstream`, uvicorn, two workers) that streams a chat com
    ``/api/v1/health`` every 50 ms; the server's memory every 200 ms; the callers' sessions' turn
    counts every 250 ms. At ``--kill-at`` the server's process group is killed (SIGKILL) and
    started again on the same port and data; callers send a failed call again;
-5. afterwards (up to ``--drain`` seconds for the recorder to catch up): every call a caller read
-   whole must be a turn of its session.
+5. afterwards (up to ``--drain`` seconds for the recorders to catch up, waited for while turns
+   still come or the recording queue holds the callers' calls): every call a caller read whole
+   must be a turn of its session; the recorders' CPU and memory over the load and the drain.
 
 Each part of the load runs in its own process (:mod:`hostile_load`). Shapes: ``embedded``
-(SQLite, recording in the web process) and ``production`` (a ``ctxweb_bench_hostile`` database
-created on ``$BENCH_POSTGRES_URL`` and dropped afterwards, Redis database 13, a Celery worker
-``-c 2``). Results go to ``docs/benchmarks.md`` under ``## Hostile load``.
+(SQLite, recorder processes beside the web process) and ``production`` (a
+``ctxweb_bench_hostile`` database created on ``$BENCH_POSTGRES_URL`` and dropped afterwards,
+Redis database 13, a Celery worker ``-c 2``; ``$BENCH_HOSTILE_DB`` and
+``$BENCH_HOSTILE_REDIS_URL`` name others). Results go to ``docs/benchmarks.md`` under
+``## Hostile load``.
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ from tests.support.servers import (  # noqa: E402
 )
 
 SECTION = "## Hostile load"
-BENCH_DB = "ctxweb_bench_hostile"
-REDIS = "redis://127.0.0.1:6379/13"
+#: The production shape's database and Redis (runs side by side on one machine: name others).
+BENCH_DB = os.environ.get("BENCH_HOSTILE_DB", "ctxweb_bench_hostile")
+REDIS = os.environ.get("BENCH_HOSTILE_REDIS_URL", "redis://127.0.0.1:6379/13")
 CALLERS = "hostile-caller-"
 CALM = "hostile-calm-"
 MANAGED = "hostile-managed"
@@ -891,8 +895,12 @@ def main() -> None:
             f" connection; memory is the web process's VmRSS every 200 ms and VmHWM; a call is"
             f" recorded when its session's turn count, polled every 250 ms through the API,"
             f" reaches it; a call is lost when its session has no turn of its size at the end"
-            f" (once every call is a turn, no turn came for {STALLED:.0f} s, or after"
-            f" {args.drain:.0f} s). Everything shares the machine's cores."
+            f" (once every call is a turn, or no turn came for {STALLED:.0f} s while the"
+            f" recording queue, read from the database, held none of the callers' calls, or"
+            f" after {args.drain:.0f} s). The recorders are the embedded shape's recorder"
+            f" processes, the production shape's Celery worker and its children (CPU from"
+            f" /proc, memory their summed VmRSS every 500 ms). Everything shares the machine's"
+            f" cores."
         ),
         ["shape", "measure", "target", "measured", "verdict"],
         rows,
