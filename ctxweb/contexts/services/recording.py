@@ -192,9 +192,20 @@ def recording_spool(
     )
 
 
-#: Queueing calls whose answer is over (a row each), off the relay's event loop: one thread per
-#: shard of lanes, so that a lane's calls are queued in the order they were relayed.
-_QUEUEING = [ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}") for n in range(4)]
+class _Shard:
+    """Queueing calls whose answer is over, off the relay's event loop: one thread per shard of
+    lanes, so that a lane's calls are queued in the order they were relayed; the calls waiting
+    in a shard are queued together, one transaction (SQLite's write lock taken once for all,
+    not once a call, beside every other writer)."""
+
+    def __init__(self, n: int) -> None:
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}")
+        self.lock = threading.Lock()
+        self.waiting: list[tuple[Spooled, int, bool, Future[None]]] = []
+        self.scheduled = False
+
+
+_SHARDS = [_Shard(n) for n in range(4)]
 #: The calls being queued (:func:`recordings_queued` waits for them).
 _FINISHING: set[Future[None]] = set()
 
@@ -203,26 +214,43 @@ def recording_finish(*, spooled: Spooled, answer_bytes: int, complete: bool) -> 
     """The answer to a spooled call is over (``complete``: relayed to its end): queue the call
     (:func:`recording_queue`) on its lane's thread, after the lane's earlier calls. Returns at
     once (the relay calls it on its event loop)."""
-    shard = _QUEUEING[zlib.crc32(spooled.lane.encode()) % len(_QUEUEING)]
-    finishing = shard.submit(_finish, spooled, answer_bytes, complete)
+    shard = _SHARDS[zlib.crc32(spooled.lane.encode()) % len(_SHARDS)]
+    finishing: Future[None] = Future()
     _FINISHING.add(finishing)
     finishing.add_done_callback(_FINISHING.discard)
+    with shard.lock:
+        shard.waiting.append((spooled, answer_bytes, complete, finishing))
+        if shard.scheduled:
+            return
+        shard.scheduled = True
+    shard.executor.submit(_finish, shard)
 
 
-def _finish(spooled: Spooled, answer_bytes: int, complete: bool) -> None:
+def _finish(shard: _Shard) -> None:
+    with shard.lock:
+        batch, shard.waiting = shard.waiting, []
+        shard.scheduled = False
     try:
-        recording_queue(
-            project_id=spooled.project_id,
-            key_id=spooled.key_id,
-            spool=spooled.spool,
-            call=spooled.call,
-            request_bytes=spooled.request_bytes,
-            answer_bytes=answer_bytes,
-            complete=complete,
+        recordings_queue(
+            [
+                {
+                    "project_id": spooled.project_id,
+                    "key_id": spooled.key_id,
+                    "spool": spooled.spool,
+                    "call": spooled.call,
+                    "request_bytes": spooled.request_bytes,
+                    "answer_bytes": answer_bytes,
+                    "complete": complete,
+                }
+                for spooled, answer_bytes, complete, _ in batch
+            ]
         )
     except Exception:
-        # the files stay: the sweep queues the call
-        logger.exception("recording: the relayed call %s could not be queued", spooled.spool)
+        # the files stay: the sweep queues the calls
+        logger.exception("recording: %s relayed calls could not be queued", len(batch))
+    finally:
+        for *_, finishing in batch:
+            finishing.set_result(None)
 
 
 def recordings_queued(timeout: float = 30) -> None:
@@ -245,30 +273,59 @@ def recording_queue(
     """The answer to a spooled call has been relayed (``complete``: to its end): queue the call
     for a recorder (one row, one statement), or drop it when its answer was not relayed whole.
     A call past the queue's bounds is kept as an unread call saying so. Whether it was queued."""
-    pending = PendingCall(
-        project_id=project_id,
-        key_id=key_id,
-        lane=lane_for(project_id, key_id, call.get("session")),
-        state=PendingCall.PENDING,
-        call=call,
-        spool=spool,
-        size=request_bytes + answer_bytes,
-        owner=owner(),
-    )
+    return recordings_queue(
+        [
+            {
+                "project_id": project_id,
+                "key_id": key_id,
+                "spool": spool,
+                "call": call,
+                "request_bytes": request_bytes,
+                "answer_bytes": answer_bytes,
+                "complete": complete,
+            }
+        ]
+    )[0]
+
+
+def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
+    """:func:`recording_queue` for several calls (the arguments of each), their rows added in
+    order in one statement; whether each was queued."""
+    rows: list[PendingCall] = []
+    full: list[tuple[PendingCall, str]] = []
+    queued: list[bool] = []
     try:
-        if not complete and not _whole(pending):
-            _files_remove(spool)
-            return False
-        full = _over_bounds(project_id, pending.size)
+        for what in calls:
+            pending = PendingCall(
+                project_id=what["project_id"],
+                key_id=what["key_id"],
+                lane=lane_for(what["project_id"], what["key_id"], what["call"].get("session")),
+                state=PendingCall.PENDING,
+                call=what["call"],
+                spool=what["spool"],
+                size=what["request_bytes"] + what["answer_bytes"],
+                owner=owner(),
+            )
+            if not what["complete"] and not _whole(pending):
+                _files_remove(pending.spool)
+                queued.append(False)
+                continue
+            why = _over_bounds(pending.project_id, pending.size)
+            if why:
+                full.append((pending, why))
+            else:
+                rows.append(pending)
+            queued.append(not why)
         with _writing():
-            if full:
-                _unread(pending, full, keep_bodies=False)
-                return False
-            pending.save()
+            for pending, why in full:
+                _unread(pending, why, keep_bodies=False)
+            if rows:
+                PendingCall.objects.bulk_create(rows)
     finally:
         close_old_connections()
-    recordings_dispatch(pending.lane)
-    return True
+    for lane in dict.fromkeys(row.lane for row in rows):
+        recordings_dispatch(lane)
+    return queued
 
 
 def _whole(pending: PendingCall) -> bool:

@@ -546,3 +546,40 @@ def test_a_small_calls_turn_and_its_queue_row_go_in_one_transaction(
     unread = UnreadCall.objects.get(project=project)
     assert "the disk is full" in unread.error
     assert not PendingCall.objects.exists()
+
+
+def test_calls_finished_together_are_queued_in_one_statement_in_order(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The web process queues the calls waiting on a shard together: one insert (SQLite's
+    write lock taken once, beside every other writer), the lane's order kept."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    history = ["One."]
+    spooled = []
+    for n in range(3):
+        spooled.append(spool(project, history, session="together"))
+        history = [*history, f"Next {n}."]
+    calls = [
+        {
+            "project_id": s.project_id,
+            "key_id": s.key_id,
+            "spool": s.spool,
+            "call": s.call,
+            "request_bytes": s.request_bytes,
+            "answer_bytes": recording.answer_path(s.spool).stat().st_size,
+            "complete": True,
+        }
+        for s in spooled
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        assert recording.recordings_queue(calls) == [True, True, True]
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+    rows = list(PendingCall.objects.order_by("pk").values_list("spool", flat=True))
+    assert rows == [s.spool for s in spooled]
+    assert recording.recorder_loop(once=True) == 3
+    turns = Session.objects.get(project=project, external_id="together").turns.order_by("index")
+    assert [t.message_count for t in turns] == [1, 3, 5]
