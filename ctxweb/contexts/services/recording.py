@@ -133,7 +133,11 @@ def spool_write(
     process. A process killed before its row was added leaves these, and the sweep adds it."""
     request_path(spool).write_bytes(request_body)
     what = {"project_id": project_id, "key_id": key_id, "call": call, "owner": owner()}
-    call_path(spool).write_bytes(json.dumps(what).encode())
+    # Whole or not at all (written aside, then renamed): a sweep that read it half written took
+    # the call for a broken one and removed the files of a call being relayed.
+    writing = call_path(spool).with_suffix(".call-writing")
+    writing.write_bytes(json.dumps(what).encode())
+    os.replace(writing, call_path(spool))
 
 
 @dataclass(frozen=True)
@@ -576,6 +580,9 @@ def _record(pending: PendingCall) -> bool:
     deleted: list[bool] = []
 
     def recorded() -> None:
+        # What the call is goes before its row: a sweep never finds the file of a call whose
+        # row is gone (it would take it up again: recorded twice).
+        call_path(pending.spool).unlink(missing_ok=True)
         PendingCall.objects.filter(pk=pending.pk).delete()
         transaction.on_commit(lambda: deleted.append(True))
 
@@ -647,7 +654,8 @@ def _discard(pending: PendingCall) -> None:
 
 
 def _files_remove(spool: str) -> None:
-    for path in (request_path(spool), answer_path(spool), call_path(spool)):
+    # what the call is goes first: a sweep never finds it without the rest (its row is gone)
+    for path in (call_path(spool), request_path(spool), answer_path(spool)):
         path.unlink(missing_ok=True)
 
 
@@ -696,9 +704,9 @@ def _adopt_unqueued() -> None:
         if spool in known:
             continue
         try:
+            written = path.stat().st_mtime
             what = json.loads(path.read_bytes())
             probe = PendingCall(owner=str(what["owner"]), created_at=timezone.now())
-            written = path.stat().st_mtime
             too_old = time.time() - written > settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS + 60
             written_before_us = written < _STARTED.timestamp()
             if not too_old and not _holder_gone(probe, started_before=written_before_us):
@@ -714,6 +722,8 @@ def _adopt_unqueued() -> None:
                 size=_size(request_path(spool)),
                 owner=probe.owner,
             )
+        except FileNotFoundError:
+            continue  # recorded, or dropped, meanwhile
         except (OSError, ValueError, KeyError, LookupError) as error:
             logger.warning("recording: spooled call %s cannot be taken up: %s", spool, error)
             _files_remove(spool)

@@ -583,3 +583,23 @@ def test_calls_finished_together_are_queued_in_one_statement_in_order(
     assert recording.recorder_loop(once=True) == 3
     turns = Session.objects.get(project=project, external_id="together").turns.order_by("index")
     assert [t.message_count for t in turns] == [1, 3, 5]
+
+
+def test_a_sweep_between_a_calls_recording_and_its_files_removal_does_not_take_it_up_again(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder that has recorded a call removes what the call is with its row: a sweep
+    that lists the spool folder right then (its relay dead) no longer queues it again."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    name = enqueue(project, ["Hello."], session="once")
+    left_by_a_dead_relay(name)
+    remove = recording._files_remove
+
+    def swept_first(spool: str) -> None:
+        recording._adopt_unqueued()  # the sweep of another recorder, at the worst moment
+        remove(spool)
+
+    monkeypatch.setattr(recording, "_files_remove", swept_first)
+    assert recording.recorder_loop(once=True) == 1
+    assert not PendingCall.objects.exists()
+    assert Session.objects.get(project=project, external_id="once").turns.count() == 1
