@@ -4,9 +4,11 @@ The proxy writes each call's raw exchange first, cheaply, and never parses on th
 :func:`spool_write` writes the request to ``CTXWEB_DATA_DIR/recordings/<spool>.request`` (and
 what the call is to ``<spool>.call``) before the answer starts, the relay appends the answer to
 ``<spool>.answer`` chunk by chunk before relaying it, and :func:`recording_queue` adds the call's
-row once its answer has gone back whole. Recorders drain the queue (:func:`recordings_drain`):
-Celery workers in the production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker),
-else ``CTXWEB_RECORDING_WORKERS`` threads of the web process.
+row once its answer has gone back whole (the calls waiting on a shard of lanes together: one
+insert). Recorders drain the queue (:func:`recordings_drain`): Celery workers in the production
+shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
+``CTXWEB_RECORDING_WORKERS`` recorder processes the web process starts (:func:`recorder_loop`;
+threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``).
 
 - **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all and
   ``CTXWEB_RECORDING_PROJECT_BYTES`` per project; a call past a bound is relayed all the same and
@@ -14,7 +16,11 @@ else ``CTXWEB_RECORDING_WORKERS`` threads of the web process.
 - **Fair**: a lane (the session a call names, else the key that relayed it) is recorded in order,
   one call at a time, by one recorder; a recorder drains a lane for at most
   :data:`SLICE_SECONDS`, then queues it again behind the others: one project's burst waits behind
-  itself, and delays another's recording by at most a slice per busy lane.
+  itself, and delays another's recording by at most a slice per busy lane. A call of at least
+  ``CTXWEB_RECORDING_BIG_BYTES`` (seconds to record at tens of MB) is claimed alone, and the
+  first recorder process leaves it to the others: the small lanes never wait behind it. A
+  lane's small calls are claimed together, and each is recorded in one transaction (SQLite
+  takes one writer at a time: its write lock is taken as seldom and as briefly as can be).
 - **Durable**: the queue is rows and files. A recorder that dies leaves its call ``working`` until
   its lease (``CTXWEB_RECORDING_LEASE``) ends; a web process that dies mid-answer leaves its
   files and no row (the sweep adds it as ``receiving``). :func:`recordings_sweep` (at each web
