@@ -20,13 +20,16 @@ upstream (:mod:`hostile_upstream`, uvicorn, two workers) that streams a chat com
    ``/api/v1/health`` every 50 ms; the server's memory every 200 ms; the callers' sessions' turn
    counts every 250 ms. At ``--kill-at`` the server's process group is killed (SIGKILL) and
    started again on the same port and data; callers send a failed call again;
-5. afterwards (up to ``--drain`` seconds for the recorder to catch up): every call a caller read
-   whole must be a turn of its session.
+5. afterwards (up to ``--drain`` seconds for the recorders to catch up, waited for while turns
+   still come or the recording queue holds the callers' calls): every call a caller read whole
+   must be a turn of its session; the recorders' CPU and memory over the load and the drain.
 
 Each part of the load runs in its own process (:mod:`hostile_load`). Shapes: ``embedded``
-(SQLite, recording in the web process) and ``production`` (a ``ctxweb_bench_hostile`` database
-created on ``$BENCH_POSTGRES_URL`` and dropped afterwards, Redis database 13, a Celery worker
-``-c 2``). Results go to ``docs/benchmarks.md`` under ``## Hostile load``.
+(SQLite, recorder processes beside the web process) and ``production`` (a
+``ctxweb_bench_hostile`` database created on ``$BENCH_POSTGRES_URL`` and dropped afterwards,
+Redis database 13, a Celery worker ``-c 2``; ``$BENCH_HOSTILE_DB`` and
+``$BENCH_HOSTILE_REDIS_URL`` name others). Results go to ``docs/benchmarks.md`` under
+``## Hostile load``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +66,9 @@ from tests.support.servers import (  # noqa: E402
 )
 
 SECTION = "## Hostile load"
-BENCH_DB = "ctxweb_bench_hostile"
-REDIS = "redis://127.0.0.1:6379/13"
+#: The production shape's database and Redis (runs side by side on one machine: name others).
+BENCH_DB = os.environ.get("BENCH_HOSTILE_DB", "ctxweb_bench_hostile")
+REDIS = os.environ.get("BENCH_HOSTILE_REDIS_URL", "redis://127.0.0.1:6379/13")
 CALLERS = "hostile-caller-"
 CALM = "hostile-calm-"
 MANAGED = "hostile-managed"
@@ -208,6 +213,64 @@ class Memory:
         self.peaks.append(self.read(self.pid, "VmHWM"))
 
 
+class Recorders:
+    """The recorder processes (the embedded shape's ``manage.py record_calls`` children of the
+    server, the production shape's Celery worker and its children): their CPU seconds and
+    summed ``VmRSS`` every 500 ms. A process's CPU is its last sample's (one that ends between
+    samples loses at most 500 ms of it)."""
+
+    def __init__(self, server_pid: Any, worker: subprocess.Popen[Any] | None) -> None:
+        self.server_pid = server_pid  # () -> the web process's pid now
+        self.worker = worker
+        self.parents: set[int] = set()
+        self.cpu: dict[int, float] = {}
+        self.samples: list[tuple[float, float]] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def pids(self) -> list[int]:
+        self.parents.add(self.server_pid())
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if self.worker is not None:
+                    stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    if int(stat[2]) == self.worker.pid:  # its process group
+                        found.append(int(entry.name))
+                    continue
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if b"record_calls" in argv and b"--parent" in argv:
+                at = argv.index(b"--parent") + 1
+                if at < len(argv) and argv[at].isdigit() and int(argv[at]) in self.parents:
+                    found.append(int(entry.name))
+        return found
+
+    def sample(self) -> None:
+        rss = 0.0
+        for pid in self.pids():
+            try:
+                self.cpu[pid] = cpu_seconds(pid)
+            except (OSError, IndexError, ValueError):
+                continue
+            rss += Memory.read(pid, "VmRSS")
+        self.samples.append((time.time(), rss))
+
+    def _run(self) -> None:
+        while self.running:
+            self.sample()
+            time.sleep(0.5)
+
+    def cpu_total(self) -> float:
+        return sum(self.cpu.values())
+
+    def rss_between(self, start: float, end: float) -> list[float]:
+        return [rss for at, rss in self.samples if start <= at <= end]
+
+
 # --- the API ------------------------------------------------------------------------------------
 
 
@@ -248,25 +311,69 @@ def turns_of(url: str, key: str, session: str) -> list[dict[str, Any]]:
             return found
 
 
-def caught_up(url: str, key: str, prefix: str, done: dict[str, Any], seconds: float) -> float:
-    """When every call in ``done`` was a turn of its session, or ``seconds`` passed, or no
-    session gained a turn for :data:`STALLED` seconds (a recorder still working is waited for:
-    a call recorded late is late, not lost)."""
+class Queue:
+    """The server's recording queue, read straight from its database (the bench's own
+    connection, read-only on SQLite): how many relayed calls wait to be recorded, and how many
+    of them are in lanes of sessions named with ``prefix``."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.url = env.get("DATABASE_URL") or ""
+        self.sqlite = Path(env["CTXWEB_DATA_DIR"]) / "db.sqlite3"
+
+    def waiting(self, prefix: str) -> tuple[int, int]:
+        query = (
+            "SELECT count(*), coalesce(sum(CASE WHEN lane LIKE %s THEN 1 ELSE 0 END), 0)"
+            " FROM contexts_pendingcall"
+        )
+        pattern = f"%:s:{prefix}%"
+        try:
+            if self.url:
+                import psycopg
+
+                with psycopg.connect(self.url.replace("postgres://", "postgresql://")) as conn:
+                    row = conn.execute(query, (pattern,)).fetchone()
+            else:
+                import sqlite3
+
+                lite = sqlite3.connect(f"file:{self.sqlite}?mode=ro", uri=True, timeout=20)
+                try:
+                    row = lite.execute(query.replace("%s", "?"), (pattern,)).fetchone()
+                finally:
+                    lite.close()
+        except Exception as error:  # the table is not there yet, or the server is restarting
+            progress(f"the recording queue could not be read: {error}")
+            return -1, -1
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def caught_up(
+    url: str, key: str, prefix: str, done: dict[str, Any], seconds: float, queue: Queue
+) -> dict[str, Any]:
+    """Wait until every call in ``done`` is a turn of its session, or the recorders have
+    stopped, or ``seconds`` passed: a backlog still being drained is waited for (a call recorded
+    late is late, not lost). The recorders have stopped when no session gained a turn for
+    :data:`STALLED` seconds while the queue holds none of these sessions' calls. When (wall
+    clock) that was, and how many calls the queue still held then (in all, of these
+    sessions)."""
     completed = {s: len(c) for s, c in done["calls"].items()}
     deadline = time.time() + seconds
     last: dict[str, int] = {}
     changed = time.time()
-    while time.time() < deadline and time.time() - changed < STALLED:
+    waiting = (-1, -1)
+    while time.time() < deadline:
         counts = {
             s["external_id"]: s["turn_count"]
             for s in api(url, key, "GET", f"sessions?q={prefix}&limit=500")["results"]
         }
+        waiting = queue.waiting(prefix)
         if all(counts.get(s, 0) >= n for s, n in completed.items()):
             break
         if counts != last:
             last, changed = counts, time.time()
+        elif time.time() - changed > STALLED and waiting[1] == 0:
+            break
         time.sleep(0.25)
-    return time.time()
+    return {"at": time.time(), "queued": waiting[0], "queued_here": waiting[1]}
 
 
 def set_up(url: str, key: str) -> tuple[int, int]:
@@ -317,13 +424,18 @@ def set_up(url: str, key: str) -> tuple[int, int]:
 # --- one shape ----------------------------------------------------------------------------------
 
 
-def shape_env(shape: str, data: Path, upstream: str) -> dict[str, str]:
+def shape_env(
+    shape: str, data: Path, upstream: str, extra: list[str] | None = None
+) -> dict[str, str]:
     env = embedded_env(
         data,
         CTXWEB_UPSTREAM_OPENAI=f"{upstream}/v1",
         CTXWEB_RATE_LIMIT="",
         CTXWEB_RATE_LIMIT_COSTLY="",
     )
+    for setting in extra or ():
+        name, _, value = setting.partition("=")
+        env[name] = value
     if shape == "production":
         admin = postgres_admin_url()
         env["DATABASE_URL"] = admin.rsplit("/", 1)[0] + f"/{BENCH_DB}"
@@ -375,7 +487,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
     if shape == "production":
         recreate_database(create=True)
         flush_redis()
-    env = shape_env(shape, folder / "data", upstream.url)
+    env = shape_env(shape, folder / "data", upstream.url, args.set)
     worker = None
     server: LiveServer | None = None
     try:
@@ -405,8 +517,12 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         memory = Memory()
         memory.pid = server.process.pid
         memory.thread.start()
+        queue = Queue(env)
+        recorders = Recorders(lambda: memory.pid, worker)
+        recorders.thread.start()
         time.sleep(3)
         idle = statistics.median(rss for _, rss in memory.samples)
+        recorders_idle = statistics.median(rss for _, rss in recorders.samples)
 
         progress(
             f"[{shape}] calm: the callers through ctxweb, nothing else, {args.calm_seconds:.0f} s"
@@ -421,11 +537,13 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             "session_prefix": CALM,
         }
         calm = Role("callers", calm_config, folder / "calm").result()
-        calm["caught_up"] = caught_up(url, key, CALM, calm, args.drain) - ended
+        calm["caught_up"] = caught_up(url, key, CALM, calm, args.drain, queue)["at"] - ended
         progress(
             f"[{shape}] load for {args.seconds:.0f} s, the server killed at {args.kill_at:.0f} s"
         )
         cpu = -cpu_seconds(server.process.pid)
+        recorders.sample()
+        recorders_cpu = -recorders.cpu_total()
         start = time.time()
         until = start + args.seconds
         load_average = os.getloadavg()[0]
@@ -492,13 +610,17 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         progress(f"[{shape}] callers done; waiting for the hostile clients")
         misbehaved = hostile.result()
         memory.high_water()
-        drained = caught_up(url, key, CALLERS, through, args.drain) - load_ended
+        drain = caught_up(url, key, CALLERS, through, args.drain, queue)
+        recorders.sample()
+        recorders_cpu += recorders.cpu_total()
+        drained = drain["at"] - load_ended
         completed = {s: len(c) for s, c in through["calls"].items()}
         time.sleep(1)
         (folder / "stop").write_text("")
         health = watchers["health"].result()
         seen = watchers["watch"].result()
         memory.running = False
+        recorders.running = False
         memory.high_water()
         recorded = {s: turns_of(url, key, s) for s in completed}
         misbehaved["managed_turns"] = sum(
@@ -526,6 +648,10 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             cpu=cpu,
             calm=calm,
             drained=drained,
+            queued=(drain["queued"], drain["queued_here"]),
+            recorders_cpu=recorders_cpu,
+            recorders_idle=recorders_idle,
+            recorders_rss=recorders.rss_between(start, drain["at"]),
             load_average=load_average,
             args=args,
         )
@@ -554,6 +680,8 @@ def analyse(**run: Any) -> dict[str, Any]:
     answered = [ms for _, ms in outside if ms is not None]
     slowest = max((ms, at) for at, ms in outside if ms is not None)
     delays: list[float] = []
+    stored: list[float] = []  # by the turns' own created_at, not through the API's polling
+    timeline: list[tuple[float, float]] = []  # (when the call ended, into the load; its delay)
     never = lost = twice = unmatched = 0
     for session, calls in run["through"]["calls"].items():
         counts = run["seen"]["counts"].get(session, [])
@@ -563,7 +691,9 @@ def analyse(**run: Any) -> dict[str, Any]:
                 never += 1
             else:
                 delays.append(max(0.0, visible - ended))
+                timeline.append((ended - run["start"], delays[-1]))
         indices: dict[int, int] = {}
+        stored_at: dict[int, float] = {}  # when each call's (first) turn was stored
         for turn in run["recorded"][session]:
             offset = turn["counted_tokens"] - run["first"]
             if run["step"] <= 0 or offset % run["step"]:
@@ -571,6 +701,10 @@ def analyse(**run: Any) -> dict[str, Any]:
                 continue
             index = offset // run["step"] + 1
             indices[index] = indices.get(index, 0) + 1
+            if turn.get("created_at"):
+                at = datetime.fromisoformat(turn["created_at"].replace("Z", "+00:00")).timestamp()
+                stored_at[index] = min(at, stored_at.get(index, at))
+        stored += [max(0.0, stored_at[k] - ended) for k, _, ended, _ in calls if k in stored_at]
         twice += sum(1 for n in indices.values() if n > 1)
         lost += sum(1 for k, *_ in calls if k not in indices)
     rss = [value for _, value in run["memory"].samples]
@@ -583,6 +717,10 @@ def analyse(**run: Any) -> dict[str, Any]:
         "calm": calm,
         "calm_caught_up": run["calm"]["caught_up"],
         "drained": run["drained"],
+        "queued": run["queued"],
+        "recorders_cpu": run["recorders_cpu"],
+        "recorders_idle_mb": run["recorders_idle"],
+        "recorders_peak_mb": max(run["recorders_rss"], default=0.0),
         "retried": sum(c[3] > 1 for calls in run["through"]["calls"].values() for c in calls),
         "health": answered,
         "health_failed": sum(1 for _, ms in outside if ms is None),
@@ -597,6 +735,8 @@ def analyse(**run: Any) -> dict[str, Any]:
         "idle_mb": run["idle"],
         "peak_mb": peak,
         "delays": delays,
+        "stored": stored,
+        "timeline": sorted(timeline),
         "never": never,
         "lost": lost,
         "twice": twice,
@@ -620,6 +760,8 @@ def rows_of(result: dict[str, Any]) -> list[str]:
     grown = result["peak_mb"] - result["idle_mb"]
     delays = result["delays"] or [float("inf")]
     r50, r99, rmax = (percentile(delays, 0.5), percentile(delays, 0.99), max(delays))
+    stored = result.get("stored") or [float("inf")]
+    s50, s99, smax = (percentile(stored, 0.5), percentile(stored, 0.99), max(stored))
     hostile = result["hostile"]
     c50, c99 = percentile(result["calm"], 0.5), percentile(result["calm"], 0.99)
 
@@ -628,6 +770,15 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "none"
 
     bomb = hostile["bomb"]
+    waiting, here = result["queued"]
+    queued = (
+        "(unread)"
+        if waiting < 0
+        else f"{waiting} calls ({here} of the callers')"
+        if waiting
+        else "nothing"
+    )
+    span = result["seconds"] + result["drained"]
     failures = ", ".join(f"{n} {why}" for why, n in sorted(result["failures"].items()))
     big = hostile["big_managed"]["seconds"]
     otlp = hostile["otlp"]["seconds"]
@@ -652,12 +803,18 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" {result['peak_at']:.0f} s; the gzip bomb sent at {result['bomb_s']:.0f} s) |"
         f" {verdict(grown <= TARGET_MEMORY_MB)} |",
         f"| {shape} | recorded after the call's end, p50 / p99 / max | within 10 s |"
-        f" {r50:.2f} / {r99:.2f} / {rmax:.2f} s, {result['never']} never seen |"
-        f" {verdict(rmax <= TARGET_RECORDED_S and not result['never'])} |",
+        f" {r50:.2f} / {r99:.2f} / {rmax:.2f} s seen through the API, {result['never']} never"
+        f" seen; {s50:.2f} / {s99:.2f} / {smax:.2f} s by the turns' created_at |"
+        f" {verdict(smax <= TARGET_RECORDED_S and not result['never'])} |",
         f"| {shape} | calls read whole but not recorded (server killed at"
         f" {result['kill_at']:.0f} s) | none | {result['lost']} lost, {result['twice']} recorded"
-        f" twice, {result['unmatched']} turns unmatched, looked for {result['drained']:.0f} s after"
-        f" the load | {verdict(not result['lost'])} |",
+        f" twice, {result['unmatched']} turns unmatched; the callers' calls all turns (or the"
+        f" recorders stopped) {result['drained']:.1f} s after the load, the queue then holding"
+        f" {queued} | {verdict(not result['lost'])} |",
+        f"| {shape} | the recorders (no target) | | {result['recorders_cpu']:.0f} CPU s from the"
+        f" load's start to the drain's end ({result['recorders_cpu'] / span:.0%} of a core),"
+        f" {result['recorders_idle_mb']:.0f} MB idle, {result['recorders_peak_mb']:.0f} MB peak"
+        f" (summed VmRSS) | |",
         f"| {shape} | hostile traffic (no target) | | hanging: {tally('hanging')}; never reading:"
         f" {tally('unread')}; big managed ({result['big_mb']} MB): {tally('big_managed')}"
         f" ({hostile['managed_turns']} recorded as managed turns; the session has"
@@ -696,6 +853,12 @@ def main() -> None:
         "--drain", type=float, default=180, help="seconds at most to wait for the recorder"
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a setting of the server and workers (e.g. CTXWEB_BACKGROUND_NICE=0), repeatable",
+    )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -741,10 +904,16 @@ def main() -> None:
             f" (SIGKILL) at {args.kill_at:.0f} s and started again on the same port and data,"
             f" callers sending a failed call again. Health checked every 50 ms on a new"
             f" connection; memory is the web process's VmRSS every 200 ms and VmHWM; a call is"
-            f" recorded when its session's turn count, polled every 250 ms through the API,"
-            f" reaches it; a call is lost when its session has no turn of its size at the end"
-            f" (once every call is a turn, no turn came for {STALLED:.0f} s, or after"
-            f" {args.drain:.0f} s). Everything shares the machine's cores."
+            f" seen when its session's turn count, polled every 250 ms through the API,"
+            f" reaches it, and recorded when its turn was stored (the turn's created_at: the"
+            f" verdict's; the API's answers lag behind a loaded web process and stop while it"
+            f" restarts); a call is lost when its session has no turn of its size at the end"
+            f" (once every call is a turn, or no turn came for {STALLED:.0f} s while the"
+            f" recording queue, read from the database, held none of the callers' calls, or"
+            f" after {args.drain:.0f} s). The recorders are the embedded shape's recorder"
+            f" processes, the production shape's Celery worker and its children (CPU from"
+            f" /proc, memory their summed VmRSS every 500 ms). Everything shares the machine's"
+            f" cores."
         ),
         ["shape", "measure", "target", "measured", "verdict"],
         rows,

@@ -20,12 +20,21 @@ import threading
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_process_init
 from django.conf import settings
 from django.db import connection
 
 from ctxweb.contexts.services import deletion, imports, operations, recording, replays
 
 logger = logging.getLogger(__name__)
+
+
+@worker_process_init.connect
+def _background_priority(**_: object) -> None:
+    """A worker's process runs at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``) than the web
+    processes: its tasks (recording, operations, imports) are background work."""
+    recording.background_priority()
+
 
 #: The retention task's name (Celery beat's schedule names it).
 RETENTION_TASK = "ctxweb.tasks.sessions_expire"

@@ -418,11 +418,14 @@ if CTXWEB_RECORDER not in ("celery", "process", "threads"):
         f"CTXWEB_RECORDER={CTXWEB_RECORDER!r}: choose celery, process or threads."
     )
 CTXWEB_RECORDING_CELERY = CTXWEB_RECORDER == "celery"
-# One recorder process by default (SQLite, the embedded shape's database, takes one writer at
-# a time); two threads.
-CTXWEB_RECORDING_WORKERS = envint(
-    "CTXWEB_RECORDING_WORKERS", 1 if CTXWEB_RECORDER == "process" else 2
-)
+# Two recorder processes or threads: with two or more processes, the first records small calls
+# only, so that a call of at least CTXWEB_RECORDING_BIG_BYTES (request and answer), seconds to
+# record, never holds back the others' lanes.
+CTXWEB_RECORDING_WORKERS = envint("CTXWEB_RECORDING_WORKERS", 2)
+CTXWEB_RECORDING_BIG_BYTES = envint("CTXWEB_RECORDING_BIG_BYTES", 1024**2)
+# Recorder processes and Celery workers' processes lower their CPU priority by this (os.nice):
+# recording is background work; callers and health checks go first when the cores are busy.
+CTXWEB_BACKGROUND_NICE = envint("CTXWEB_BACKGROUND_NICE", 10)
 CTXWEB_RECORDING_QUEUE_BYTES = envint("CTXWEB_RECORDING_QUEUE_BYTES", 4 * 1024**3)
 CTXWEB_RECORDING_PROJECT_BYTES = envint("CTXWEB_RECORDING_PROJECT_BYTES", 1024**3)
 CTXWEB_RECORDING_LEASE = envint("CTXWEB_RECORDING_LEASE", 300)

@@ -342,7 +342,9 @@ def test_proxied_calls_are_recorded_by_a_real_worker_from_the_durable_queue(
     order, over the Redis broker; the proxy's memory of the conversation is shared by both."""
     from openai import OpenAI
 
-    worker = start_worker(extra_env={"CTXWEB_DATA_DIR": str(tmp_path)})
+    worker = start_worker(
+        extra_env={"CTXWEB_DATA_DIR": str(tmp_path), "CTXWEB_BACKGROUND_NICE": "10"}
+    )
     with provider_stand_in() as upstream:
         env = database_server_env(
             tmp_path, CTXWEB_UPSTREAM_OPENAI=f"{upstream.url}/v1", CTXWEB_RATE_LIMIT=""
@@ -371,6 +373,15 @@ def test_proxied_calls_are_recorded_by_a_real_worker_from_the_durable_queue(
     assert not PendingCall.objects.exists()
     assert "ctxweb.tasks.recordings_drain" in "".join(worker.lines), worker.output
     assert not list((tmp_path / "recordings").iterdir())
+    # recording is background work: the worker's pool runs at a lower CPU priority
+    # (CTXWEB_BACKGROUND_NICE) than the processes that serve callers
+
+    def nice(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+    children = worker.children()
+    assert children
+    assert {nice(pid) for pid in children} == {min(19, nice(worker.process.pid) + 10)}
 
 
 def test_a_real_worker_replays_a_session_one_task_a_column_with_live_progress(

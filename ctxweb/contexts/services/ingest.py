@@ -4,6 +4,7 @@ with its retries, its delta on the previous turn and the compaction events it sh
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -265,11 +266,15 @@ def turn_ingest(
     key = (project.pk, external_id)
     # One counting scope: the new messages' parts that storage counts for their regions are
     # counted again by attribution (items, tool uses) with a dictionary lookup.
-    with counting_scope(), transaction.atomic():
+    with contextlib.ExitStack() as scope:
+        scope.enter_context(counting_scope())
         # What this process stored for the previous turn, if it still is the previous turn: the
-        # new messages are inserted with the session's lock, in the same round trip.
+        # new messages are inserted with the session's lock, in the same round trip. The plan (the
+        # new messages hashed, scanned for secrets and counted: seconds for a message of tens of
+        # MB) is made before the transaction opens: SQLite's locks the whole database.
         guess = _recent_guess(key)
         plan = _guessed_plan(project, context, guess) if guess is not None else None
+        scope.enter_context(transaction.atomic())
         # Sent with the lock: the plan's rows (inserted, or looked up behind round robin), and
         # behind round robin the turns since this process's (to rebuild the previous turn's
         # message ids); ``rows_at`` and ``since`` are their places in what comes back.

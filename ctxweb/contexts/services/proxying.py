@@ -14,15 +14,17 @@ their keys in another order, and neither makes a new conversation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -147,16 +149,23 @@ def _session_for(
 ) -> str | None:
     """The session a call goes to: the one it names (its side calls beside it, see
     :data:`_MAIN`), else the recent conversation of the same key it extends, else None."""
+    return _session_and_main(key_id, session, hashes, context)[0]
+
+
+def _session_and_main(
+    key_id: int, session: str | None, hashes: tuple[str, ...], context: Context
+) -> tuple[str | None, tuple[bool, str] | None]:
+    """:func:`_session_for`, and the look of the named session's main calls as it read it."""
     if not session or session_id_problem(session) is not None:
-        return _joined(key_id, hashes)
+        return _joined(key_id, hashes), None
     main = _main_shape(key_id, session)
     if main is None or _joined(key_id, hashes, external_id=session) is not None:
-        return session
+        return session, main
     tools, system = _shape(context)
     side = session + SIDE_SUFFIX
     if main[0] and not tools and system != main[1] and session_id_problem(side) is None:
-        return side
-    return session
+        return side, main
+    return session, main
 
 
 def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
@@ -169,11 +178,12 @@ def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
     return (bool(known[0]), str(known[1])) if known else None
 
 
-def _remember_main(key_id: int, external_id: str, context: Context) -> None:
+def _remember_main(
+    key_id: int, external_id: str, context: Context, known: tuple[bool, str] | None
+) -> None:
     """Remember what the named session's main calls look like (the first call, until one that
-    sends tools)."""
+    sends tools); ``known``: what was remembered when the call's session was decided."""
     shape = _shape(context)
-    known = _main_shape(key_id, external_id)
     if known is None or (shape[0] and not known[0]):
         ProxyMainCalls.objects.update_or_create(
             key_id=key_id,
@@ -187,10 +197,19 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
     :data:`RECENT_SECONDS`: the next call that extends them joins it."""
     if not hashes:
         return
-    ProxyConversation.objects.update_or_create(
-        key_id=key_id,
-        digest=_prefix_digests(hashes)[-1],
-        defaults={"external_id": external_id, "remembered_at": timezone.now()},
+    # One statement (an upsert), not a read then a write.
+    ProxyConversation.objects.bulk_create(
+        [
+            ProxyConversation(
+                key_id=key_id,
+                digest=_prefix_digests(hashes)[-1],
+                external_id=external_id,
+                remembered_at=timezone.now(),
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["key_id", "digest"],
+        update_fields=["external_id", "remembered_at"],
     )
 
 
@@ -404,6 +423,8 @@ def proxy_record(
     content_encoding: str = "",
     context_window: int | None = None,
     context_window_source: str | None = None,
+    recorded: Callable[[], None] | None = None,
+    one_transaction: bool = False,
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
     recorded (counted in :data:`failures` and logged, and kept as an unread call: the call
@@ -416,7 +437,13 @@ def proxy_record(
     agent's own messages by identity when what was sent differs (managed mode): the next call,
     which extends the agent's history, joins by them.
     ``context_window`` is the window the call itself selected (a model's 1M-context header), and
-    ``context_window_source`` where that figure came from."""
+    ``context_window_source`` where that figure came from.
+
+    ``recorded`` is called once the turn and the memory of its conversation are written (the
+    queue's row of the call is deleted there); with ``one_transaction``, all of it is written in
+    one transaction (a small call: SQLite's write lock taken once, and the turn and its row's
+    deletion committed together). A big call's messages are counted before its turn's
+    transaction opens instead (see :func:`turn_ingest`)."""
     global failures
     relayed = response_body
     try:
@@ -427,30 +454,37 @@ def proxy_record(
         context = parse(format, request)
         answer = provider_answer(format, response_body, streamed=streamed)
         hashes = tuple(message_identity(m) for m in context.messages)
-        external_id = _session_for(key_id, session, hashes, context)
+        external_id, main = _session_and_main(key_id, session, hashes, context)
         if external_id is None:
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
             external_id = f"proxy-{stamp}-{secrets.token_hex(3)}"
-        turn_ingest(
-            project=project,
-            external_id=external_id,
-            context=context,
-            model=str(request.get("model") or "") or None,
-            response=answer.messages or None,
-            usage=answer.usage,
-            events=list(events),
-            source=SOURCE,
-            context_window=context_window,
-            **({"context_window_source": context_window_source} if context_window_source else {}),
-        )
         try:
             answered = _hashes(format, {**request, messages_key(format): []}, answer.messages)
         except FormatError:
             answered = ()
         following = (original or hashes) + answered
-        _remember(key_id, external_id, following)
-        if session and external_id == session:
-            _remember_main(key_id, external_id, context)
+        with transaction.atomic() if one_transaction else contextlib.nullcontext():
+            turn_ingest(
+                project=project,
+                external_id=external_id,
+                context=context,
+                model=str(request.get("model") or "") or None,
+                response=answer.messages or None,
+                usage=answer.usage,
+                events=list(events),
+                source=SOURCE,
+                context_window=context_window,
+                **(
+                    {"context_window_source": context_window_source}
+                    if context_window_source
+                    else {}
+                ),
+            )
+            _remember(key_id, external_id, following)
+            if session and external_id == session:
+                _remember_main(key_id, external_id, context, main)
+            if recorded is not None:
+                recorded()
         return external_id
     except Exception as error:
         failures += 1

@@ -4,9 +4,11 @@ The proxy writes each call's raw exchange first, cheaply, and never parses on th
 :func:`spool_write` writes the request to ``CTXWEB_DATA_DIR/recordings/<spool>.request`` (and
 what the call is to ``<spool>.call``) before the answer starts, the relay appends the answer to
 ``<spool>.answer`` chunk by chunk before relaying it, and :func:`recording_queue` adds the call's
-row once its answer has gone back whole. Recorders drain the queue (:func:`recordings_drain`):
-Celery workers in the production shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker),
-else ``CTXWEB_RECORDING_WORKERS`` threads of the web process.
+row once its answer has gone back whole (the calls waiting on a shard of lanes together: one
+insert). Recorders drain the queue (:func:`recordings_drain`): Celery workers in the production
+shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
+``CTXWEB_RECORDING_WORKERS`` recorder processes the web process starts (:func:`recorder_loop`;
+threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``).
 
 - **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all and
   ``CTXWEB_RECORDING_PROJECT_BYTES`` per project; a call past a bound is relayed all the same and
@@ -14,7 +16,11 @@ else ``CTXWEB_RECORDING_WORKERS`` threads of the web process.
 - **Fair**: a lane (the session a call names, else the key that relayed it) is recorded in order,
   one call at a time, by one recorder; a recorder drains a lane for at most
   :data:`SLICE_SECONDS`, then queues it again behind the others: one project's burst waits behind
-  itself, and delays another's recording by at most a slice per busy lane.
+  itself, and delays another's recording by at most a slice per busy lane. A call of at least
+  ``CTXWEB_RECORDING_BIG_BYTES`` (seconds to record at tens of MB) is claimed alone, and the
+  first recorder process leaves it to the others: the small lanes never wait behind it. A
+  lane's small calls are claimed together, and each is recorded in one transaction (SQLite
+  takes one writer at a time: its write lock is taken as seldom and as briefly as can be).
 - **Durable**: the queue is rows and files. A recorder that dies leaves its call ``working`` until
   its lease (``CTXWEB_RECORDING_LEASE``) ends; a web process that dies mid-answer leaves its
   files and no row (the sweep adds it as ``receiving``). :func:`recordings_sweep` (at each web
@@ -133,7 +139,11 @@ def spool_write(
     process. A process killed before its row was added leaves these, and the sweep adds it."""
     request_path(spool).write_bytes(request_body)
     what = {"project_id": project_id, "key_id": key_id, "call": call, "owner": owner()}
-    call_path(spool).write_bytes(json.dumps(what).encode())
+    # Whole or not at all (written aside, then renamed): a sweep that read it half written took
+    # the call for a broken one and removed the files of a call being relayed.
+    writing = call_path(spool).with_suffix(".call-writing")
+    writing.write_bytes(json.dumps(what).encode())
+    os.replace(writing, call_path(spool))
 
 
 @dataclass(frozen=True)
@@ -192,9 +202,20 @@ def recording_spool(
     )
 
 
-#: Queueing calls whose answer is over (a row each), off the relay's event loop: one thread per
-#: shard of lanes, so that a lane's calls are queued in the order they were relayed.
-_QUEUEING = [ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}") for n in range(4)]
+class _Shard:
+    """Queueing calls whose answer is over, off the relay's event loop: one thread per shard of
+    lanes, so that a lane's calls are queued in the order they were relayed; the calls waiting
+    in a shard are queued together, one transaction (SQLite's write lock taken once for all,
+    not once a call, beside every other writer)."""
+
+    def __init__(self, n: int) -> None:
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}")
+        self.lock = threading.Lock()
+        self.waiting: list[tuple[Spooled, int, bool, Future[None]]] = []
+        self.scheduled = False
+
+
+_SHARDS = [_Shard(n) for n in range(4)]
 #: The calls being queued (:func:`recordings_queued` waits for them).
 _FINISHING: set[Future[None]] = set()
 
@@ -203,26 +224,43 @@ def recording_finish(*, spooled: Spooled, answer_bytes: int, complete: bool) -> 
     """The answer to a spooled call is over (``complete``: relayed to its end): queue the call
     (:func:`recording_queue`) on its lane's thread, after the lane's earlier calls. Returns at
     once (the relay calls it on its event loop)."""
-    shard = _QUEUEING[zlib.crc32(spooled.lane.encode()) % len(_QUEUEING)]
-    finishing = shard.submit(_finish, spooled, answer_bytes, complete)
+    shard = _SHARDS[zlib.crc32(spooled.lane.encode()) % len(_SHARDS)]
+    finishing: Future[None] = Future()
     _FINISHING.add(finishing)
     finishing.add_done_callback(_FINISHING.discard)
+    with shard.lock:
+        shard.waiting.append((spooled, answer_bytes, complete, finishing))
+        if shard.scheduled:
+            return
+        shard.scheduled = True
+    shard.executor.submit(_finish, shard)
 
 
-def _finish(spooled: Spooled, answer_bytes: int, complete: bool) -> None:
+def _finish(shard: _Shard) -> None:
+    with shard.lock:
+        batch, shard.waiting = shard.waiting, []
+        shard.scheduled = False
     try:
-        recording_queue(
-            project_id=spooled.project_id,
-            key_id=spooled.key_id,
-            spool=spooled.spool,
-            call=spooled.call,
-            request_bytes=spooled.request_bytes,
-            answer_bytes=answer_bytes,
-            complete=complete,
+        recordings_queue(
+            [
+                {
+                    "project_id": spooled.project_id,
+                    "key_id": spooled.key_id,
+                    "spool": spooled.spool,
+                    "call": spooled.call,
+                    "request_bytes": spooled.request_bytes,
+                    "answer_bytes": answer_bytes,
+                    "complete": complete,
+                }
+                for spooled, answer_bytes, complete, _ in batch
+            ]
         )
     except Exception:
-        # the files stay: the sweep queues the call
-        logger.exception("recording: the relayed call %s could not be queued", spooled.spool)
+        # the files stay: the sweep queues the calls
+        logger.exception("recording: %s relayed calls could not be queued", len(batch))
+    finally:
+        for *_, finishing in batch:
+            finishing.set_result(None)
 
 
 def recordings_queued(timeout: float = 30) -> None:
@@ -245,30 +283,59 @@ def recording_queue(
     """The answer to a spooled call has been relayed (``complete``: to its end): queue the call
     for a recorder (one row, one statement), or drop it when its answer was not relayed whole.
     A call past the queue's bounds is kept as an unread call saying so. Whether it was queued."""
-    pending = PendingCall(
-        project_id=project_id,
-        key_id=key_id,
-        lane=lane_for(project_id, key_id, call.get("session")),
-        state=PendingCall.PENDING,
-        call=call,
-        spool=spool,
-        size=request_bytes + answer_bytes,
-        owner=owner(),
-    )
+    return recordings_queue(
+        [
+            {
+                "project_id": project_id,
+                "key_id": key_id,
+                "spool": spool,
+                "call": call,
+                "request_bytes": request_bytes,
+                "answer_bytes": answer_bytes,
+                "complete": complete,
+            }
+        ]
+    )[0]
+
+
+def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
+    """:func:`recording_queue` for several calls (the arguments of each), their rows added in
+    order in one statement; whether each was queued."""
+    rows: list[PendingCall] = []
+    full: list[tuple[PendingCall, str]] = []
+    queued: list[bool] = []
     try:
-        if not complete and not _whole(pending):
-            _files_remove(spool)
-            return False
-        full = _over_bounds(project_id, pending.size)
+        for what in calls:
+            pending = PendingCall(
+                project_id=what["project_id"],
+                key_id=what["key_id"],
+                lane=lane_for(what["project_id"], what["key_id"], what["call"].get("session")),
+                state=PendingCall.PENDING,
+                call=what["call"],
+                spool=what["spool"],
+                size=what["request_bytes"] + what["answer_bytes"],
+                owner=owner(),
+            )
+            if not what["complete"] and not _whole(pending):
+                _files_remove(pending.spool)
+                queued.append(False)
+                continue
+            why = _over_bounds(pending.project_id, pending.size)
+            if why:
+                full.append((pending, why))
+            else:
+                rows.append(pending)
+            queued.append(not why)
         with _writing():
-            if full:
-                _unread(pending, full, keep_bodies=False)
-                return False
-            pending.save()
+            for pending, why in full:
+                _unread(pending, why, keep_bodies=False)
+            if rows:
+                PendingCall.objects.bulk_create(rows)
     finally:
         close_old_connections()
-    recordings_dispatch(pending.lane)
-    return True
+    for lane in dict.fromkeys(row.lane for row in rows):
+        recordings_dispatch(lane)
+    return queued
 
 
 def _whole(pending: PendingCall) -> bool:
@@ -392,22 +459,34 @@ def recorders_busy() -> bool:
         return bool(_QUEUED) or _DRAINING[0] > 0
 
 
-def recordings_drain(lane: str, seconds: float = SLICE_SECONDS) -> int:
+#: At most this many calls of a lane are claimed at once (one transaction), and only calls
+#: smaller than ``CTXWEB_RECORDING_BIG_BYTES`` together: a big call is claimed alone.
+CLAIM_BATCH = 16
+
+
+def recordings_drain(lane: str, seconds: float = SLICE_SECONDS, *, small_only: bool = False) -> int:
     """Record ``lane``'s waiting calls in order for about ``seconds``, then queue the rest
-    behind the other lanes; nothing when another recorder has the lane. Calls recorded."""
+    behind the other lanes; nothing when another recorder has the lane (or, with
+    ``small_only``, when its next call is big). Calls recorded."""
     deadline = time.monotonic() + seconds
     done = 0
     while True:
         with _writing():
-            pending = _claim(lane)
-            if pending is None:
-                return done
-            _record(pending)
-        done += 1
-        if time.monotonic() > deadline:
-            if PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists():
-                recordings_dispatch(lane)
+            claimed = _claim_batch(lane, small_only=small_only)
+        if not claimed:
             return done
+        for n, pending in enumerate(claimed):
+            with _writing():
+                recorded = _record(pending)
+            if not recorded:  # to be tried again: the calls after it wait for it
+                _release(claimed[n + 1 :])
+                break
+            done += 1
+            if time.monotonic() > deadline:
+                _release(claimed[n + 1 :])
+                if PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists():
+                    recordings_dispatch(lane)
+                return done
 
 
 def _lease() -> timedelta:
@@ -416,23 +495,39 @@ def _lease() -> timedelta:
 
 def _claim(lane: str) -> PendingCall | None:
     """The lane's first waiting call, now this recorder's; None when there is none or another
-    recorder holds the lane (a conditional update: two recorders never hold one lane)."""
+    recorder holds the lane."""
+    claimed = _claim_batch(lane, limit=1)
+    return claimed[0] if claimed else None
+
+
+def _claim_batch(
+    lane: str, *, limit: int = CLAIM_BATCH, small_only: bool = False
+) -> list[PendingCall]:
+    """The lane's first waiting calls, in order, now this recorder's: up to ``limit`` small
+    ones, or one big one (none with ``small_only``); none when another recorder holds the lane
+    (a conditional update: two recorders never hold one lane)."""
     now = timezone.now()
     expired = now - _lease()
+    big = settings.CTXWEB_RECORDING_BIG_BYTES
     with transaction.atomic():
         calls = PendingCall.objects.filter(lane=lane)
         if calls.filter(state=PendingCall.WORKING, claimed_at__gt=expired).exists():
-            return None
-        first = (
+            return []
+        first = list(
             calls.filter(state__in=(PendingCall.PENDING, PendingCall.WORKING))
             .order_by("pk")
-            .values_list("pk", flat=True)
-            .first()
+            .values_list("pk", "size")[:limit]
         )
-        if first is None:
-            return None
+        if not first or (small_only and first[0][1] >= big):
+            return []
+        wanted = [first[0][0]]
+        if first[0][1] < big:
+            for pk, size in first[1:]:
+                if size >= big:
+                    break
+                wanted.append(pk)
         taken = (
-            PendingCall.objects.filter(pk=first)
+            PendingCall.objects.filter(pk__in=wanted)
             .filter(
                 Q(state=PendingCall.PENDING) | Q(state=PendingCall.WORKING, claimed_at__lte=expired)
             )
@@ -443,9 +538,19 @@ def _claim(lane: str) -> PendingCall | None:
                 attempts=F("attempts") + 1,
             )
         )
-    if not taken:
-        return None
-    return PendingCall.objects.select_related("project").get(pk=first)
+        if taken != len(wanted):  # another recorder took some meanwhile: it has the lane
+            transaction.set_rollback(True)
+            return []
+    return list(PendingCall.objects.select_related("project").filter(pk__in=wanted).order_by("pk"))
+
+
+def _release(calls: Sequence[PendingCall]) -> None:
+    """Give back claimed calls not recorded (the slice ended): waiting again, not an attempt."""
+    if calls:
+        with _writing():
+            PendingCall.objects.filter(
+                pk__in=[c.pk for c in calls], state=PendingCall.WORKING, owner=owner()
+            ).update(state=PendingCall.PENDING, claimed_at=None, attempts=F("attempts") - 1)
 
 
 class _Model(msgspec.Struct):
@@ -468,14 +573,25 @@ def _window(body: bytes, headers: Sequence[Sequence[str]]) -> dict[str, Any]:
     return {"context_window": window, "context_window_source": source}
 
 
-def _record(pending: PendingCall) -> None:
+def _record(pending: PendingCall) -> bool:
+    """Record a claimed call (or keep it as an unread call); False when it failed and waits to
+    be tried again."""
     call = pending.call
     try:
         request = request_path(pending.spool).read_bytes()
         answer = answer_path(pending.spool).read_bytes()
     except OSError as error:
         _unread(pending, f"the recording's files are gone ({error})", keep_bodies=False)
-        return
+        return True
+    deleted: list[bool] = []
+
+    def recorded() -> None:
+        # What the call is goes before its row: a sweep never finds the file of a call whose
+        # row is gone (it would take it up again: recorded twice).
+        call_path(pending.spool).unlink(missing_ok=True)
+        PendingCall.objects.filter(pk=pending.pk).delete()
+        transaction.on_commit(lambda: deleted.append(True))
+
     try:
         proxy_record(
             project=pending.project,
@@ -490,6 +606,8 @@ def _record(pending: PendingCall) -> None:
             compressed=bool(call.get("content_encoding")),
             content_encoding=str(call.get("content_encoding") or ""),
             **_window(request, call.get("window_headers") or ()),
+            recorded=recorded,
+            one_transaction=pending.size < settings.CTXWEB_RECORDING_BIG_BYTES,
         )
     except Exception as error:  # proxy_record keeps what it cannot read: this is the database
         logger.exception("recording: call %s failed (attempt %s)", pending.pk, pending.attempts)
@@ -497,12 +615,14 @@ def _record(pending: PendingCall) -> None:
         if pending.attempts >= settings.CTXWEB_RECORDING_ATTEMPTS:
             why = f"recording failed {pending.attempts} times: {type(error).__name__}: {error}"
             _unread(pending, why, keep_bodies=True)
-        else:
-            PendingCall.objects.filter(pk=pending.pk).update(
-                state=PendingCall.PENDING, claimed_at=None
-            )
-        return
-    _discard(pending)
+            return True
+        PendingCall.objects.filter(pk=pending.pk).update(state=PendingCall.PENDING, claimed_at=None)
+        return False
+    if deleted:  # recorded: its row went with the turn
+        _files_remove(pending.spool)
+    else:  # kept as an unread call
+        _discard(pending)
+    return True
 
 
 def _unread(pending: PendingCall, why: str, *, keep_bodies: bool) -> None:
@@ -540,7 +660,8 @@ def _discard(pending: PendingCall) -> None:
 
 
 def _files_remove(spool: str) -> None:
-    for path in (request_path(spool), answer_path(spool), call_path(spool)):
+    # what the call is goes first: a sweep never finds it without the rest (its row is gone)
+    for path in (call_path(spool), request_path(spool), answer_path(spool)):
         path.unlink(missing_ok=True)
 
 
@@ -589,9 +710,9 @@ def _adopt_unqueued() -> None:
         if spool in known:
             continue
         try:
+            written = path.stat().st_mtime
             what = json.loads(path.read_bytes())
             probe = PendingCall(owner=str(what["owner"]), created_at=timezone.now())
-            written = path.stat().st_mtime
             too_old = time.time() - written > settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS + 60
             written_before_us = written < _STARTED.timestamp()
             if not too_old and not _holder_gone(probe, started_before=written_before_us):
@@ -607,6 +728,8 @@ def _adopt_unqueued() -> None:
                 size=_size(request_path(spool)),
                 owner=probe.owner,
             )
+        except FileNotFoundError:
+            continue  # recorded, or dropped, meanwhile
         except (OSError, ValueError, KeyError, LookupError) as error:
             logger.warning("recording: spooled call %s cannot be taken up: %s", spool, error)
             _files_remove(spool)
@@ -687,16 +810,57 @@ def recordings_waiting(project: Project | None = None) -> int:
 
 #: How often the recorder process looks for calls to record when it found none.
 POLL_SECONDS = 0.1
+#: How long a recorder process whose web process is gone goes on recording what waits (the
+#: queue does not stall while a killed server is started again and its recorders start).
+ORPHAN_SECONDS_MAX = 60.0
 
 
-def recorder_loop(*, parent: int | None = None, once: bool = False) -> int:
+def background_priority() -> None:
+    """Lower this process's CPU priority by ``CTXWEB_BACKGROUND_NICE`` (recorders and Celery
+    workers: recording is background work, callers and health checks go first)."""
+    if settings.CTXWEB_BACKGROUND_NICE > 0:
+        try:
+            os.nice(settings.CTXWEB_BACKGROUND_NICE)
+        except OSError:
+            logger.warning("recording: this process's priority could not be lowered")
+
+
+def lanes_waiting(*, small_only: bool = False) -> list[str]:
+    """The lanes with calls waiting, the lanes whose next call is big (at least
+    ``CTXWEB_RECORDING_BIG_BYTES``) first; with ``small_only``, only the others."""
+    heads: dict[str, int] = {}
+    for lane, size in (
+        PendingCall.objects.filter(state=PendingCall.PENDING)
+        .order_by("pk")
+        .values_list("lane", "size")
+    ):
+        heads.setdefault(lane, size)
+    big = settings.CTXWEB_RECORDING_BIG_BYTES
+    small = [lane for lane, size in heads.items() if size < big]
+    if small_only:
+        return small
+    return [lane for lane, size in heads.items() if size >= big] + small[::-1]
+
+
+def recorder_loop(
+    *, parent: int | None = None, once: bool = False, small_only: bool = False
+) -> int:
     """The recorder process (``manage.py record_calls``): record every lane's waiting calls, a
-    slice per lane in turn, sweeping at its start and every ``CTXWEB_RECORDING_SWEEP_SECONDS``;
-    it ends when ``parent`` (the web process that started it) has, or, with ``once``, when
-    nothing is left. Calls recorded."""
+    slice per lane in turn, sweeping at its start and every ``CTXWEB_RECORDING_SWEEP_SECONDS``.
+    With ``once``, it ends when nothing is left; when ``parent`` (the web process that started
+    it) has ended, it goes on while calls wait, for at most :data:`ORPHAN_SECONDS_MAX` (the
+    recorders of the process that replaces it share the queue meanwhile). With ``small_only``,
+    it leaves lanes whose next call is big to the other recorders (a call of tens of MB takes
+    seconds to record: the small lanes never wait behind it; the other recorders take big lanes
+    first, then the small ones from the other end). Calls recorded."""
     done = 0
     swept = -1e9
-    while parent is None or os.getppid() == parent:
+    orphaned: float | None = None
+    while True:
+        if orphaned is None and parent is not None and os.getppid() != parent:
+            orphaned = time.monotonic()
+        if orphaned is not None and time.monotonic() - orphaned > ORPHAN_SECONDS_MAX:
+            return done
         if time.monotonic() - swept > settings.CTXWEB_RECORDING_SWEEP_SECONDS:
             try:
                 recordings_sweep()
@@ -704,23 +868,18 @@ def recorder_loop(*, parent: int | None = None, once: bool = False) -> int:
                 logger.exception("recording: the sweep failed")
             swept = time.monotonic()
         try:
-            lanes = list(
-                PendingCall.objects.filter(state=PendingCall.PENDING)
-                .values_list("lane", flat=True)
-                .distinct()
-            )
+            lanes = lanes_waiting(small_only=small_only)
             for lane in lanes:
-                done += recordings_drain(lane)
+                done += recordings_drain(lane, small_only=small_only)
         except Exception:
             logger.exception("recording: the recorder failed; it goes on")
             lanes = []
         finally:
             close_old_connections()
         if not lanes:
-            if once:
+            if once or orphaned is not None:
                 return done
             time.sleep(POLL_SECONDS)
-    return done
 
 
 # --- in this process -----------------------------------------------------------------------------
@@ -740,9 +899,16 @@ def recordings_start() -> None:
         if _SWEEPER is not None:
             return
         if settings.CTXWEB_RECORDER == "process":
+            count = max(1, settings.CTXWEB_RECORDING_WORKERS)
+            # With two or more, the first records small calls only (see recorder_loop).
             watchers = [
-                threading.Thread(target=_watch_recorder, name=f"ctxweb-recorder-{n}", daemon=True)
-                for n in range(max(1, settings.CTXWEB_RECORDING_WORKERS))
+                threading.Thread(
+                    target=_watch_recorder,
+                    args=(n == 0 and count > 1,),
+                    name=f"ctxweb-recorder-{n}",
+                    daemon=True,
+                )
+                for n in range(count)
             ]
         else:
             watchers = [threading.Thread(target=_sweep_loop, name="ctxweb-sweep", daemon=True)]
@@ -751,13 +917,15 @@ def recordings_start() -> None:
         watcher.start()
 
 
-def _watch_recorder() -> None:
+def _watch_recorder(small_only: bool) -> None:
     import subprocess
     import sys
 
     from ctxweb.datadir import BASE_DIR
 
     command = [sys.executable, str(BASE_DIR / "manage.py"), "record_calls"]
+    if small_only:
+        command.append("--small-only")
     while True:
         # A session of its own: Ctrl-C and a signal to the server's group are the server's; the
         # recorder ends when the server has (recorder_loop watches its parent).

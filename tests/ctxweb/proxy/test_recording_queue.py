@@ -194,6 +194,19 @@ def test_a_call_that_keeps_failing_becomes_an_unread_call_with_its_error(
     assert json.loads(bytes(unread.request_body))["messages"][0]["content"] == "Hello."
 
 
+def recorders(parent: int) -> list[tuple[int, list[bytes]]]:
+    """The recorder processes web process ``parent`` started: pid and command line each."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"record_calls" in argv and str(parent).encode() in argv:
+            found.append((int(entry.name), argv))
+    return found
+
+
 def dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
@@ -319,8 +332,11 @@ def test_a_call_relayed_whole_before_the_server_was_killed_is_recorded_by_the_ne
                 received += chunk
                 if b"[DONE]" in received:
                     break
-            # every event is relayed; the upstream holds its stream open: kill the server now
+            # every event is relayed; the upstream holds its stream open: kill the server now,
+            # and its recorders (which would go on recording what waits: the machine is gone)
             os.killpg(first.process.pid, signal.SIGKILL)
+            for pid, _ in recorders(first.process.pid):
+                os.kill(pid, signal.SIGKILL)
             first.process.wait(timeout=30)
     spooled = list((tmp_path / "recordings").glob("*.answer"))
     assert spooled, "the answer was written first"
@@ -383,3 +399,207 @@ def test_the_proxys_memory_is_forgotten_after_its_time(project: Project) -> None
     assert proxying.proxy_memory_expire() == 1
     assert list(ProxyConversation.objects.values_list("digest", flat=True)) == [fresh]
     assert ProxyMainCalls.objects.count() == 1  # main calls are kept for a day
+
+
+def test_the_small_calls_recorder_leaves_a_lane_whose_next_call_is_big(
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big call (seconds to record when it is tens of MB) never holds back the small lanes:
+    the first recorder process records small calls only, and leaves big ones to the others,
+    which take big lanes first."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    settings.CTXWEB_RECORDING_BIG_BYTES = 2000
+    enqueue(project, ["Build it. " + "x" * 4000], session="big")
+    enqueue(project, ["Build it. " + "x" * 4000, "Small after it."], session="big")
+    enqueue(project, ["Hello."], session="small")
+    enqueue(project, ["Hello.", "Again."], session="small")
+    big = PendingCall.objects.filter(lane__endswith=":s:big").first()
+    small = PendingCall.objects.filter(lane__endswith=":s:small").first()
+    assert big is not None
+    assert small is not None
+    assert recording.lanes_waiting(small_only=True) == [small.lane]
+    assert recording.lanes_waiting() == [big.lane, small.lane]
+    assert recording.recordings_drain(big.lane, small_only=True) == 0
+    assert recording.recorder_loop(once=True, small_only=True) == 2
+    assert Session.objects.get(project=project, external_id="small").turns.count() == 2
+    assert not Session.objects.filter(project=project, external_id="big").exists()
+    assert PendingCall.objects.filter(lane=big.lane, state=PendingCall.PENDING).count() == 2
+    # another recorder takes the big call alone, then the small one behind it, in order
+    held = recording._claim_batch(big.lane)
+    assert [c.pk for c in held] == [big.pk]
+    recording._release(held)
+    assert PendingCall.objects.get(pk=big.pk).attempts == 0  # given back: not an attempt
+    assert recording.recorder_loop(once=True) == 2
+    turns = Session.objects.get(project=project, external_id="big").turns.order_by("index")
+    assert [t.message_count for t in turns] == [1, 3]
+
+
+def test_a_lanes_small_calls_are_claimed_together_and_a_failure_holds_the_rest(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    history = ["One."]
+    for n in range(4):
+        enqueue(project, history, session="batched")
+        history = [*history, f"Next {n}."]
+    lane = PendingCall.objects.get(spool=enqueue(project, history, session="batched")).lane
+    claimed = recording._claim_batch(lane)
+    assert len(claimed) == 5
+    assert recording._claim_batch(lane) == []  # held by this recorder
+    recording._release(claimed)
+    real = recording.proxy_record
+    failed: list[int] = []
+
+    def failing_once(**call: Any) -> Any:
+        if len(json.loads(call["request_body"])["messages"]) == 5 and not failed:
+            failed.append(1)
+            raise RuntimeError("the database went away")
+        return real(**call)
+
+    monkeypatch.setattr(recording, "proxy_record", failing_once)
+    assert recording.recordings_drain(lane, seconds=30) == 5
+    assert failed == [1]
+    # the failed third call was tried again before the fourth and fifth: one conversation
+    turns = Session.objects.get(project=project, external_id="batched").turns.order_by("index")
+    assert [t.message_count for t in turns] == [1, 3, 5, 7, 9]
+    assert not UnreadCall.objects.exists()
+
+
+def test_a_turns_messages_are_counted_before_its_transaction_opens(
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's write transaction locks the whole database: a 24 MB message counted inside it
+    held every other recorder and the relay's queueing for seconds."""
+    from django.db import connection
+
+    from ctxweb.contexts.services import ingest
+
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    settings.CTXWEB_RECORDING_BIG_BYTES = 100  # these calls are big (small ones: one transaction)
+    real = ingest._guessed_plan
+    planned: list[bool] = []
+
+    def watched(*args: Any) -> Any:
+        planned.append(connection.in_atomic_block)
+        return real(*args)
+
+    monkeypatch.setattr(ingest, "_guessed_plan", watched)
+    enqueue(project, ["One."], session="planned")
+    enqueue(project, ["One.", "Two."], session="planned")
+    assert recording.recorder_loop(once=True) == 2
+    assert planned == [False]  # the second turn's plan, from the first one's messages
+
+
+def test_a_servers_recorder_processes_run_at_a_lower_priority(tmp_path: Path) -> None:
+    """The embedded shape's two recorder processes: the first records small calls only; both
+    run niced by CTXWEB_BACKGROUND_NICE below the web process."""
+    env = embedded_env(tmp_path, CTXWEB_BACKGROUND_NICE="7")
+
+    def nice(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+    with live_server(env) as server:
+        web = nice(server.process.pid)
+        # each lowers its priority as it starts: waited for (never: the test fails)
+        running = wait(
+            lambda: (
+                lambda r: r if len(r) == 2 and all(nice(pid) == web + 7 for pid, _ in r) else None
+            )(recorders(server.process.pid)),
+            "two recorder processes, niced by 7",
+            detail=lambda: f"{recorders(server.process.pid)}\n{server.output}",
+        )
+        assert sorted(b"--small-only" in argv for _, argv in running) == [False, True]
+
+
+def test_a_recorder_whose_web_process_is_gone_records_what_waits_then_ends(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed server's recorders go on while it is started again (seconds under load): the
+    queue does not stall; they end once nothing waits."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    enqueue(project, ["Hello."], session="orphaned")
+    enqueue(project, ["Hello.", "Again."], session="orphaned")
+    gone = dead_pid()
+    assert os.getppid() != gone
+    assert recording.recorder_loop(parent=gone) == 2
+    assert Session.objects.get(project=project, external_id="orphaned").turns.count() == 2
+    assert not PendingCall.objects.exists()
+
+
+def test_a_small_calls_turn_and_its_queue_row_go_in_one_transaction(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's write lock taken once per small call; and no turn is left without the rest of
+    its recording (a failure after the turn's insert rolls the turn back: the call is kept as
+    an unread call, not recorded half)."""
+    from ctxweb.contexts.services import proxying
+
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    enqueue(project, ["Hello."], session="whole")
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(proxying, "_remember", broken)
+    assert recording.recorder_loop(once=True) == 1
+    assert not Session.objects.filter(project=project, external_id="whole", turns__isnull=False)
+    unread = UnreadCall.objects.get(project=project)
+    assert "the disk is full" in unread.error
+    assert not PendingCall.objects.exists()
+
+
+def test_calls_finished_together_are_queued_in_one_statement_in_order(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The web process queues the calls waiting on a shard together: one insert (SQLite's
+    write lock taken once, beside every other writer), the lane's order kept."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    history = ["One."]
+    spooled = []
+    for n in range(3):
+        spooled.append(spool(project, history, session="together"))
+        history = [*history, f"Next {n}."]
+    calls = [
+        {
+            "project_id": s.project_id,
+            "key_id": s.key_id,
+            "spool": s.spool,
+            "call": s.call,
+            "request_bytes": s.request_bytes,
+            "answer_bytes": recording.answer_path(s.spool).stat().st_size,
+            "complete": True,
+        }
+        for s in spooled
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        assert recording.recordings_queue(calls) == [True, True, True]
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+    rows = list(PendingCall.objects.order_by("pk").values_list("spool", flat=True))
+    assert rows == [s.spool for s in spooled]
+    assert recording.recorder_loop(once=True) == 3
+    turns = Session.objects.get(project=project, external_id="together").turns.order_by("index")
+    assert [t.message_count for t in turns] == [1, 3, 5]
+
+
+def test_a_sweep_between_a_calls_recording_and_its_files_removal_does_not_take_it_up_again(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder that has recorded a call removes what the call is with its row: a sweep
+    that lists the spool folder right then (its relay dead) no longer queues it again."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    name = enqueue(project, ["Hello."], session="once")
+    left_by_a_dead_relay(name)
+    remove = recording._files_remove
+
+    def swept_first(spool: str) -> None:
+        recording._adopt_unqueued()  # the sweep of another recorder, at the worst moment
+        remove(spool)
+
+    monkeypatch.setattr(recording, "_files_remove", swept_first)
+    assert recording.recorder_loop(once=True) == 1
+    assert not PendingCall.objects.exists()
+    assert Session.objects.get(project=project, external_id="once").turns.count() == 1

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ctxweb.contexts.services.recording import recorder_loop
+from ctxweb.contexts.services.recording import background_priority, recorder_loop
 
 
 class Command(BaseCommand):
@@ -17,8 +17,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--parent", type=int, help="end when this process has")
         parser.add_argument("--once", action="store_true", help="end when nothing is left")
+        parser.add_argument(
+            "--small-only",
+            action="store_true",
+            help="leave lanes whose next call is big (CTXWEB_RECORDING_BIG_BYTES) to the others",
+        )
 
-    def handle(self, *args: Any, parent: int | None, once: bool, **options: Any) -> None:
-        done = recorder_loop(parent=parent, once=once)
+    def handle(
+        self, *args: Any, parent: int | None, once: bool, small_only: bool, **options: Any
+    ) -> None:
+        if parent is not None:  # started by a web process: background work
+            background_priority()
+        done = recorder_loop(parent=parent, once=once, small_only=small_only)
         if once:
             self.stdout.write(f"{done} calls recorded")
