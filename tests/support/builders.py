@@ -39,6 +39,25 @@ def history(steps: int = 3, output: str = OUTPUT) -> list[dict[str, Any]]:
     return messages
 
 
+def chat_body(turns: int) -> dict[str, Any]:
+    """An agent's body after ``turns`` calls, each adding a tool call and its result."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "List the files in the repository."},
+    ]
+    for n in range(turns):
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "ls", "arguments": "{}"},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": f"file {n}\n" * 40},
+        ]
+    return {"model": "gpt-4o", "messages": messages, "max_tokens": 1000 + turns}
+
+
 def body(messages: Sequence[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"format": "openai-chat", "request": {"model": "gpt-4o", "messages": list(messages)}}
 

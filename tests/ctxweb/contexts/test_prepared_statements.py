@@ -14,28 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from ctxweb.contexts import selectors, services
 from ctxweb.contexts.models import Message, Turn
 from ctxweb.contexts.services import _sql
+from tests.support.builders import chat_body
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
-
-
-def chat_body(turns: int) -> dict[str, Any]:
-    """An agent's body after ``turns`` calls, each adding a tool call and its result."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": "List the files in the repository."},
-    ]
-    for n in range(turns):
-        call = {
-            "id": f"call_{n}",
-            "type": "function",
-            "function": {"name": "ls", "arguments": "{}"},
-        }
-        messages += [
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"call_{n}", "content": f"file {n}\n" * 40},
-        ]
-    return {"model": "gpt-4o", "messages": messages, "max_tokens": 1000 + turns}
 
 
 def ingest(world: World, external_id: str, turns: int) -> Turn:

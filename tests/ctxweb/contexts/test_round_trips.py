@@ -20,7 +20,7 @@ from ctxweb.accounts.models import Project
 from ctxweb.contexts import services
 from ctxweb.contexts.models import Turn
 from ctxweb.contexts.services import _sql
-from tests.ctxweb.contexts.test_prepared_statements import chat_body
+from tests.support.builders import chat_body
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
