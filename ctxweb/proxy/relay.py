@@ -405,6 +405,9 @@ class Deadline:
         self.expired = False
         self.timer: asyncio.TimerHandle | None = None
         self.armed = float("inf")
+        #: The latest deadline the timer reached (uvloop's clock counts milliseconds: its timer
+        #: may fire while ``loop.time()`` still reads a little before the deadline).
+        self.reached = float("-inf")
 
     def until(self, at: float) -> None:
         """The deadline moved to ``at`` (later: the timer armed for an earlier one arms again)."""
@@ -421,17 +424,19 @@ class Deadline:
     def _fire(self) -> None:
         self.timer = None
         self.armed = float("inf")
-        if self.waiting is None:
-            return  # the next run looks at the deadline itself
         if self.loop.time() + 0.001 < self.at:  # moved later since the timer was armed
-            self._arm()
-            return
+            if self.waiting is not None:
+                self._arm()
+            return  # else the next run arms it
+        self.reached = self.at
+        if self.waiting is None:
+            return  # the next run sees the deadline reached
         self.expired = True
         self.waiting.cancel()
 
     async def run(self, awaited: Callable[[], Awaitable[Any]]) -> Any:
         """``awaited()`` awaited, within the deadline."""
-        if self.loop.time() >= self.at:
+        if self.at <= self.reached or self.loop.time() >= self.at:
             raise TimeoutError
         self._arm()
         task = asyncio.current_task()
