@@ -10,9 +10,11 @@ shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
 ``CTXWEB_RECORDING_WORKERS`` recorder processes the web process starts (:func:`recorder_loop`;
 threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``).
 
-- **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all and
-  ``CTXWEB_RECORDING_PROJECT_BYTES`` per project; a call past a bound is relayed all the same and
-  kept as an unread call saying why it was not recorded (on its session's page).
+- **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all,
+  ``CTXWEB_RECORDING_PROJECT_BYTES`` per project and ``CTXWEB_RECORDING_LANE_BYTES`` per lane
+  (a session: one session's burst of big calls fills its own share, not its project's); a call
+  past a bound is relayed all the same and kept as an unread call saying why it was not
+  recorded (on its session's page).
 - **Fair**: a lane (the session a call names, else the key that relayed it) is recorded in order,
   one call at a time, by one recorder; a recorder drains a lane for at most
   :data:`SLICE_SECONDS`, then queues it again behind the others: one project's burst waits behind
@@ -320,7 +322,7 @@ def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
                 _files_remove(pending.spool)
                 queued.append(False)
                 continue
-            why = _over_bounds(pending.project_id, pending.size)
+            why = _over_bounds(pending.project_id, pending.lane, pending.size)
             if why:
                 full.append((pending, why))
             else:
@@ -356,36 +358,51 @@ def _whole(pending: PendingCall) -> bool:
 #: The queue's totals are read at most this often per process (one aggregate, not two per call):
 #: a bound is kept to within what a process queues in that time.
 TOTALS_SECONDS = 1.0
-_TOTALS: dict[str, Any] = {"at": -1e9, "all": 0, "projects": {}}
+_TOTALS: dict[str, Any] = {"at": -1e9, "all": 0, "projects": {}, "lanes": {}}
 _TOTALS_LOCK = threading.Lock()
 
 
-def _queued_bytes(project_id: int) -> tuple[int, int]:
+def _queued_bytes(project_id: int, lane: str) -> tuple[int, int, int]:
     """Bytes waiting in the queue (recent to within :data:`TOTALS_SECONDS`, plus what this
-    process queued since): in all, and of the project."""
+    process queued since): in all, of the project, and of the lane."""
     with _TOTALS_LOCK:
         stale = time.monotonic() - _TOTALS["at"] > TOTALS_SECONDS
     if stale:
         rows = PendingCall.objects.exclude(state=PendingCall.RECEIVING)
-        projects = {
-            row["project_id"]: row["total"]
-            for row in rows.values("project_id").annotate(total=Sum("size")).order_by()
-        }
+        projects: dict[int, int] = {}
+        lanes: dict[str, int] = {}
+        for row in rows.values("project_id", "lane").annotate(total=Sum("size")).order_by():
+            projects[row["project_id"]] = projects.get(row["project_id"], 0) + row["total"]
+            lanes[row["lane"]] = row["total"]
         with _TOTALS_LOCK:
-            _TOTALS.update(at=time.monotonic(), all=sum(projects.values()), projects=projects)
+            _TOTALS.update(
+                at=time.monotonic(), all=sum(projects.values()), projects=projects, lanes=lanes
+            )
     with _TOTALS_LOCK:
-        return int(_TOTALS["all"]), int(_TOTALS["projects"].get(project_id, 0))
+        return (
+            int(_TOTALS["all"]),
+            int(_TOTALS["projects"].get(project_id, 0)),
+            int(_TOTALS["lanes"].get(lane, 0)),
+        )
 
 
-def _counted(project_id: int, size: int) -> None:
+def _counted(project_id: int, lane: str, size: int) -> None:
     with _TOTALS_LOCK:
         _TOTALS["all"] += size
         _TOTALS["projects"][project_id] = _TOTALS["projects"].get(project_id, 0) + size
+        _TOTALS["lanes"][lane] = _TOTALS["lanes"].get(lane, 0) + size
 
 
-def _over_bounds(project_id: int, size: int) -> str:
-    """Why the queue cannot take a call of ``size`` bytes (``""``: it can, and it is counted)."""
-    waiting, own = _queued_bytes(project_id)
+def _over_bounds(project_id: int, lane: str, size: int) -> str:
+    """Why the queue cannot take a call of ``size`` bytes in ``lane`` (``""``: it can, and it
+    is counted). The lane's bound comes first: a session that bursts fills its own share, and
+    the project's other sessions are still recorded."""
+    waiting, own, lane_own = _queued_bytes(project_id, lane)
+    if lane_own + size > settings.CTXWEB_RECORDING_LANE_BYTES:
+        return (
+            f"this session's recording queue was full (over CTXWEB_RECORDING_LANE_BYTES="
+            f"{settings.CTXWEB_RECORDING_LANE_BYTES}): the call was relayed, not recorded"
+        )
     if waiting + size > settings.CTXWEB_RECORDING_QUEUE_BYTES:
         return (
             f"ctxweb's recording queue was full ({waiting + size} bytes waiting, over"
@@ -397,7 +414,7 @@ def _over_bounds(project_id: int, size: int) -> str:
             f"this project's recording queue was full (over CTXWEB_RECORDING_PROJECT_BYTES="
             f"{settings.CTXWEB_RECORDING_PROJECT_BYTES}): the call was relayed, not recorded"
         )
-    _counted(project_id, size)
+    _counted(project_id, lane, size)
     return ""
 
 

@@ -177,6 +177,22 @@ def test_a_call_past_the_queues_bound_is_kept_visible_not_lost(
     assert not recording.answer_path(name).exists()
 
 
+def test_a_session_past_its_share_of_the_queue_leaves_the_projects_others_recorded(
+    project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)  # nothing drained
+    first = enqueue(project, ["A first call."], session="bursting")
+    size = PendingCall.objects.get(spool=first).size
+    settings.CTXWEB_RECORDING_LANE_BYTES = size + 10  # room for the first call only
+    second = enqueue(project, ["A second call."], session="bursting")
+    other = enqueue(project, ["Another session's call."], session="quiet")
+    assert not PendingCall.objects.filter(spool=second).exists()
+    assert PendingCall.objects.filter(spool=other).exists()
+    unread = UnreadCall.objects.get(project=project)
+    assert "CTXWEB_RECORDING_LANE_BYTES" in unread.error
+    assert unread.external_id == "bursting"
+
+
 def test_a_call_that_keeps_failing_becomes_an_unread_call_with_its_error(
     project: Project, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
