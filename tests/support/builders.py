@@ -58,6 +58,21 @@ def chat_body(turns: int) -> dict[str, Any]:
     return {"model": "gpt-4o", "messages": messages, "max_tokens": 1000 + turns}
 
 
+def ingest_chat(project: Any, external_id: str, turns: int) -> Turn:
+    """:func:`chat_body` of ``turns`` calls ingested as a turn of ``external_id`` (turn id
+    ``t-<turns>``), parsed and stored as the turn ingest view does."""
+    from ctxweb.contexts import services
+
+    request, turn_id = chat_body(turns), f"t-{turns}"
+    body = {"format": "openai-chat", "request": request, "turn_id": turn_id}
+    context = services.turn_request_parse(
+        project=project, external_id=external_id, format="openai-chat", request=request
+    )
+    return services.turn_ingest(
+        project=project, external_id=external_id, context=context, turn_id=turn_id, body=body
+    ).turn
+
+
 def body(messages: Sequence[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"format": "openai-chat", "request": {"model": "gpt-4o", "messages": list(messages)}}
 

@@ -11,28 +11,17 @@ import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
-from ctxweb.contexts import selectors, services
+from ctxweb.contexts import selectors
 from ctxweb.contexts.models import Message, Turn
 from ctxweb.contexts.services import _sql
-from tests.support.builders import chat_body
+from tests.support.builders import ingest_chat
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db
 
 
 def ingest(world: World, external_id: str, turns: int) -> Turn:
-    request, turn_id = chat_body(turns), f"t-{turns}"
-    body = {"format": "openai-chat", "request": request, "turn_id": turn_id}
-    context = services.turn_request_parse(
-        project=world.project, external_id=external_id, format="openai-chat", request=request
-    )
-    return services.turn_ingest(
-        project=world.project,
-        external_id=external_id,
-        context=context,
-        turn_id=turn_id,
-        body=body,
-    ).turn
+    return ingest_chat(world.project, external_id, turns)
 
 
 def stored(external_id: str) -> list[tuple[Any, ...]]:

@@ -17,10 +17,9 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from ctxweb.accounts.models import Project
-from ctxweb.contexts import services
 from ctxweb.contexts.models import Turn
 from ctxweb.contexts.services import _sql
-from tests.support.builders import chat_body
+from tests.support.builders import ingest_chat
 from tests.support.world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,18 +49,7 @@ def request_starts() -> None:
 
 
 def ingest(world: World, turns: int, external_id: str = "s") -> Turn:
-    request = chat_body(turns)
-    body = {"format": "openai-chat", "request": request, "turn_id": f"t-{turns}"}
-    context = services.turn_request_parse(
-        project=world.project, external_id=external_id, format="openai-chat", request=request
-    )
-    return services.turn_ingest(
-        project=world.project,
-        external_id=external_id,
-        context=context,
-        turn_id=f"t-{turns}",
-        body=body,
-    ).turn
+    return ingest_chat(world.project, external_id, turns)
 
 
 def queries_sent(trace: Path) -> list[str]:
