@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ctxweb.accounts.models import ApiKey, KeyRole, Membership, Project, Role, hash_key
+from ctxweb.dbwrites import sqlite_writing
 
 KEY_PREFIX = "ctx_"
 
@@ -102,9 +103,10 @@ def api_key_touches_wait(timeout: float = 30) -> None:
 
 def _api_key_record_use(pk: int, when: datetime, *, close: bool = True) -> None:
     try:
-        ApiKey.objects.filter(pk=pk).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=when)
-        ).update(last_used_at=when)
+        with sqlite_writing():
+            ApiKey.objects.filter(pk=pk).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=when)
+            ).update(last_used_at=when)
     except DatabaseError as error:
         logger.warning("could not record the use of API key %s: %s", pk, error)
     finally:

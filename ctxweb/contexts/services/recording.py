@@ -34,7 +34,6 @@ threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``)
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -44,7 +43,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,7 +52,7 @@ from typing import Any
 
 import msgspec
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
@@ -66,6 +65,7 @@ from ctxweb.contexts.services.proxying import (
     proxy_record,
 )
 from ctxweb.contexts.services.unread import unread_call_record
+from ctxweb.dbwrites import sqlite_writing
 
 logger = logging.getLogger(__name__)
 
@@ -78,18 +78,6 @@ SLICE_SECONDS = 0.25
 ORPHAN_SECONDS = 3600
 
 _STARTED = timezone.now()
-#: SQLite takes one writer at a time (and its in-memory test database fails a second writer at
-#: once): this process's recording writes take turns there. Nothing on PostgreSQL.
-_SQLITE_WRITES = threading.RLock()
-
-
-@contextlib.contextmanager
-def _writing() -> Iterator[None]:
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with _SQLITE_WRITES:
-        yield
 
 
 def spool_dir() -> Path:
@@ -328,7 +316,7 @@ def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
             else:
                 rows.append(pending)
             queued.append(not why)
-        with _writing():
+        with sqlite_writing():
             for pending, why in full:
                 _unread(pending, why, keep_bodies=False)
             if rows:
@@ -488,12 +476,12 @@ def recordings_drain(lane: str, seconds: float = SLICE_SECONDS, *, small_only: b
     deadline = time.monotonic() + seconds
     done = 0
     while True:
-        with _writing():
+        with sqlite_writing():
             claimed = _claim_batch(lane, small_only=small_only)
         if not claimed:
             return done
         for n, pending in enumerate(claimed):
-            with _writing():
+            with sqlite_writing():
                 recorded = _record(pending)
             if not recorded:  # to be tried again: the calls after it wait for it
                 _release(claimed[n + 1 :])
@@ -501,7 +489,9 @@ def recordings_drain(lane: str, seconds: float = SLICE_SECONDS, *, small_only: b
             done += 1
             if time.monotonic() > deadline:
                 _release(claimed[n + 1 :])
-                if PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists():
+                with sqlite_writing():  # the in-memory test database: a read beside a writer fails
+                    more = PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists()
+                if more:
                     recordings_dispatch(lane)
                 return done
 
@@ -564,7 +554,7 @@ def _claim_batch(
 def _release(calls: Sequence[PendingCall]) -> None:
     """Give back claimed calls not recorded (the slice ended): waiting again, not an attempt."""
     if calls:
-        with _writing():
+        with sqlite_writing():
             PendingCall.objects.filter(
                 pk__in=[c.pk for c in calls], state=PendingCall.WORKING, owner=owner()
             ).update(state=PendingCall.PENDING, claimed_at=None, attempts=F("attempts") - 1)
@@ -709,7 +699,7 @@ def recordings_sweep() -> dict[str, int]:
     dropped; ``working`` calls whose recorder died or whose lease ended are queued again; every
     lane with waiting calls gets a recorder; spool files with no row are removed. Counts."""
     counts = {"recovered": 0, "dropped": 0, "released": 0, "lanes": 0, "orphans": 0}
-    with _writing():
+    with sqlite_writing():
         lanes = _sweep(counts)
     for lane in sorted(lanes):
         recordings_dispatch(lane)
@@ -969,7 +959,7 @@ def recordings_idle(timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
 
     def waiting() -> bool:
-        with _writing():  # SQLite's in-memory test database: a reader beside a writer fails
+        with sqlite_writing():  # SQLite's in-memory test database: a reader beside a writer fails
             return PendingCall.objects.exists() or recorders_busy()
 
     try:
