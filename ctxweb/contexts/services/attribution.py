@@ -692,7 +692,7 @@ def _references(
         rows = ToolUse.objects.filter(session=session, kind="output", referenced=False)
         latest = rows.order_by("-id").values_list("pk", "probes")[:OPEN_OUTPUTS]
         open_outputs = list(reversed(latest))
-    seen = {pk for pk, probes in open_outputs if _found(probes, text)}
+    seen = _referenced(open_outputs, text)
     if seen:
         open_outputs = [(pk, probes) for pk, probes in open_outputs if pk not in seen]
     return open_outputs, seen
@@ -700,6 +700,20 @@ def _references(
 
 def _found(probes: Sequence[str], text: str) -> bool:
     return any(probe and probe in text for probe in probes)
+
+
+def _referenced(outputs: Sequence[tuple[int, Sequence[str]]], text: str) -> set[int]:
+    """The ids of ``outputs`` whose probes ``text`` holds one of. It runs on every turn with
+    assistant text, over up to :data:`OPEN_OUTPUTS` times :data:`PROBES` probes: a plain loop,
+    and a probe longer than the text is not searched for."""
+    seen: set[int] = set()
+    size = len(text)
+    for pk, probes in outputs:
+        for probe in probes:
+            if probe and len(probe) <= size and probe in text:
+                seen.add(pk)
+                break
+    return seen
 
 
 def _compactions(events: Sequence[Mapping[str, Any]], total: int) -> dict[str, list[int]]:
