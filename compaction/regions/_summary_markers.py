@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compaction.messages.model import Message
+from compaction.messages.model import Message, TextPart
 
 #: BaseAgent's ``SUMMARY_PREFIX`` (seed-strategies §1.4), concatenated directly with the summary.
 BASEAGENT_SUMMARY_PREFIX = (
@@ -80,6 +80,12 @@ _EXTRA_MARKERS = tuple(
 _EMBEDDED_SUMMARY = re.compile(r"(?m)^CONTEXT_SUMMARY: ")
 
 
+#: Leading whitespace (``\\s`` is ``str.isspace``, what ``str.lstrip`` strips).
+_SPACE = re.compile(r"\s*")
+#: The longest summary prefix: what decides whether a text starts with one.
+_LONGEST = max(map(len, _PREFIXES))
+
+
 def is_summary_text(text: str) -> bool:
     """Whether ``text`` starts (after leading whitespace) with a known summary prefix.
 
@@ -87,7 +93,33 @@ def is_summary_text(text: str) -> bool:
         >>> is_summary_text("[HISTORY_SUMMARY]\\nBlock1: ...")
         True
     """
-    return text.lstrip().startswith(_PREFIXES)
+    # not text.lstrip(): a copy of a tool output of megabytes, for its first characters
+    match = _SPACE.match(text)
+    return text.startswith(_PREFIXES, match.end() if match else 0)
+
+
+def _text_start(message: Message) -> str:
+    """The start of ``message.text`` from its first character that is not whitespace, at least
+    :data:`_LONGEST` characters of it where it has them (the text is not joined whole)."""
+    pieces: list[str] = []
+    size = 0
+    for part in message.parts:
+        if not isinstance(part, TextPart):
+            continue
+        text = part.text
+        if not pieces:
+            match = _SPACE.match(text)
+            start = match.end() if match else 0
+            if start == len(text):  # whitespace only: stripped, with the newline after it
+                continue
+            text = text[start : start + _LONGEST]
+        else:
+            text = text[: _LONGEST - size]
+        pieces.append(text)
+        size += len(text) + 1  # and the newline that joins the next part
+        if size > _LONGEST:
+            break
+    return "\n".join(pieces)
 
 
 def is_summary(message: Message) -> bool:
@@ -103,7 +135,7 @@ def is_summary(message: Message) -> bool:
     for key, value in _EXTRA_MARKERS:
         if key in message.extra and message.extra[key] == value:
             return True
-    return is_summary_text(message.text)
+    return _text_start(message).startswith(_PREFIXES)
 
 
 def _summary_start(text: str) -> int | None:

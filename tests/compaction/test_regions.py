@@ -35,6 +35,7 @@ from compaction.regions import (
     Placeholder,
     Policy,
     RegionMemo,
+    _summary_markers,
     budget,
     context_regions,
     is_summary,
@@ -574,3 +575,42 @@ def test_a_messages_regions_sum_to_its_count(message: Message) -> None:
     regions = message_regions(message, COUNTER)
     assert sum(regions.values()) == COUNTER.count_message(message).total
     assert all(v > 0 for v in regions.values())
+
+
+# --- summary prefixes: found without joining or stripping a message's whole text ---------------
+
+#: Prefixes, and prefixes cut at a newline: the message's parts are joined with newlines, so a
+#: prefix can run on from one part into the next.
+_HALVES = [h for p in _summary_markers._PREFIXES if "\n" in p for h in p.split("\n", 1)]
+_PIECES = st.sampled_from(
+    [*_summary_markers._PREFIXES, *_HALVES, " ", "\n", "\t", "\u00a0", "\x1c", "x", "\n\n"]
+)
+_TEXTS = st.lists(_PIECES, max_size=6).map("".join)
+
+
+@given(st.lists(st.one_of(_TEXTS, st.text(max_size=20)), max_size=4))
+def test_a_summary_is_found_as_on_the_whole_stripped_text(texts: list[str]) -> None:
+    """``is_summary`` reads only the start of a message's text; it finds what
+    ``message.text.lstrip().startswith(prefix)`` finds, prefixes running on over parts and parts
+    of whitespace only included."""
+    message = Message("user", tuple(TextPart(t) for t in texts))
+    expected = message.text.lstrip().startswith(_summary_markers._PREFIXES)
+    assert _summary_markers.is_summary(message) is expected
+    for text in texts:
+        assert _summary_markers.is_summary_text(text) is text.lstrip().startswith(
+            _summary_markers._PREFIXES
+        )
+
+
+def test_a_summary_prefix_cut_over_two_parts_is_found() -> None:
+    """A prefix holding newlines, cut at one of them into two text parts (joined with that
+    newline), is still the start of the message's text."""
+    cuts = 0
+    for prefix in _summary_markers._PREFIXES:
+        for at, character in enumerate(prefix):
+            if character == "\n":
+                head, tail = prefix[:at], prefix[at + 1 :]
+                message = Message("assistant", (TextPart("  " + head), TextPart(tail + "...")))
+                assert _summary_markers.is_summary(message), (prefix[:30], at)
+                cuts += 1
+    assert cuts  # the markers do hold such prefixes
