@@ -58,41 +58,44 @@ class ProxyApplication:
         if route is None:
             await self.app(scope, receive, send)
             return
-        body = await _body(receive)
-        if body is None:  # the caller left before its body arrived
+        relayed = await _relayed(scope, route["provider"], route["rest"], receive)
+        if relayed is None:  # the caller left before its body arrived
             return
-        provider = route["provider"]
-        headers = [
-            (name.decode("latin-1"), value.decode("latin-1"))
-            for name, value in scope.get("headers") or []
-        ]
-        host = next((value for name, value in headers if name.lower() == "host"), "")
-        try:
-            if not _host_allowed(host):
-                relayed = error(provider, 400, "invalid_request_error", "ctxweb: bad Host header.")
-            else:
-                raw = scope.get("raw_path") or b""
-                root = str(scope.get("root_path", "") or "").encode("utf-8")
-                if root and raw.startswith(root):
-                    raw = raw[len(root) :]
-                prefix = f"/proxy/{provider}/v1/".encode()
-                rest = (
-                    raw[len(prefix) :].decode("latin-1")
-                    if raw.startswith(prefix)
-                    else route["rest"]
-                )
-                relayed = await relay(
-                    provider=provider,
-                    rest=rest,
-                    method=scope.get("method", "GET"),
-                    query=(scope.get("query_string") or b"").decode("latin-1"),
-                    headers=headers,
-                    body=body,
-                )
-        except Exception:
-            logger.exception("proxy: the call could not be relayed")
-            relayed = error(provider, 500, "api_error", "ctxweb: the proxy failed.")
         await _answer(relayed, receive, send)
+
+
+async def _relayed(scope: Scope, provider: str, rest: str, receive: Receive) -> Relayed | None:
+    """The call relayed (``None`` if the caller left before its body arrived).
+
+    The request's body lives in this frame and the relay's, which end before the answer is
+    sent: once it is written upstream, nothing refers to it while the answer streams back."""
+    body = await _body(receive)
+    if body is None:
+        return None
+    headers = [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in scope.get("headers") or []
+    ]
+    host = next((value for name, value in headers if name.lower() == "host"), "")
+    try:
+        if not _host_allowed(host):
+            return error(provider, 400, "invalid_request_error", "ctxweb: bad Host header.")
+        raw = scope.get("raw_path") or b""
+        root = str(scope.get("root_path", "") or "").encode("utf-8")
+        if root and raw.startswith(root):
+            raw = raw[len(root) :]
+        prefix = f"/proxy/{provider}/v1/".encode()
+        return await relay(
+            provider=provider,
+            rest=raw[len(prefix) :].decode("latin-1") if raw.startswith(prefix) else rest,
+            method=scope.get("method", "GET"),
+            query=(scope.get("query_string") or b"").decode("latin-1"),
+            headers=headers,
+            body=body,
+        )
+    except Exception:
+        logger.exception("proxy: the call could not be relayed")
+        return error(provider, 500, "api_error", "ctxweb: the proxy failed.")
 
 
 def _route_path(scope: Scope) -> str:

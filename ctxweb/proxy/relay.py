@@ -470,6 +470,18 @@ async def _spool(**call: Any) -> recording.Spooled:
     )
 
 
+async def _sent_once(body: bytes) -> AsyncIterator[bytes]:
+    """``body`` as the content of the request that goes upstream, let go as soon as it is sent.
+
+    httpx's answer refers to its request, and sits in a reference cycle with its stream (the
+    stream refers back to the answer: encode/httpx#3733): a request that held its body as
+    ``bytes`` kept it until a full run of the cyclic garbage collector, long after the call
+    ended (a dozen 24 MB bodies at once under hostile load). The generator holds the body until
+    httpx asks for the next piece, once the body is written; the request then holds nothing of
+    it, and the body goes with the last frame that refers to it, by reference counting."""
+    yield body
+
+
 class AnswerStopped(Exception):
     """An upstream answer went past a bound and was stopped."""
 
@@ -564,6 +576,8 @@ async def _relay(
             body, original = prepared.body, prepared.original
     client = _client((key.pk, session))
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
+    if body:  # its length said, as httpx says it for bytes (it sends an iterable chunked)
+        forwarded.append(("content-length", str(len(body))))
     try:
         outgoing = client.build_request(
             method,
@@ -572,7 +586,7 @@ async def _relay(
             # ASCII, and an agent's header that is not (a title in Latin-1 or UTF-8) must go up
             # unchanged.
             headers=[(n.encode("latin-1"), v.encode("latin-1")) for n, v in forwarded],
-            content=body,
+            content=_sent_once(body) if body else body,
         )
     except httpx.InvalidURL as invalid:  # a control character in the path or query, say
         why = f"ctxweb: the URL cannot be relayed ({invalid})."
