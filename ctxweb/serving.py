@@ -46,7 +46,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, BinaryIO
 
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIHandler
+from django.core.handlers.wsgi import WSGIHandler, WSGIRequest
 from django.db import close_old_connections
 
 logger = logging.getLogger("ctxweb.serving")
@@ -186,11 +186,51 @@ def health_key(scope: Scope) -> HealthKey | None:
     return (scope["method"], scope.get("scheme", "http"), root, tuple(sorted(kept)))
 
 
+class FinishedRequest(WSGIRequest):
+    """A Django request that lets go of everything it holds once its answer is closed.
+
+    Django's request sits in reference cycles with what the middleware hangs on it (the
+    messages' storage refers back to it, ``request.user`` and ``request.auser`` are closures of
+    it), so its body (``request.body``, read whole), its parsed form and its upload stayed until a
+    full run of the cyclic garbage collector, which a web process does rarely
+    (:data:`GC_THRESHOLDS`). Closed (the answer's last closer, after every middleware and the
+    view are done with it), it holds nothing, and what it held goes by reference counting."""
+
+    def close(self) -> None:
+        super().close()
+        self.__dict__.clear()
+
+
+class FinishingHandler(WSGIHandler):
+    """Django's WSGI handler, its requests :class:`FinishedRequest`."""
+
+    request_class = FinishedRequest
+
+
+def finish(response: Any) -> None:
+    """Close a Django answer (``request_finished``, and the request's closers: a
+    :class:`FinishedRequest` lets go of its body) and end a DRF answer's view and request the
+    same way: the view refers to itself (Django's ``view.head = view.get``), to both requests and
+    to the answer, whose renderer context names the view and the request, whose parser context
+    names the view and the request itself. Nothing reads them once the answer is closed; emptied,
+    the view, the parsed body and what the view kept of it go by reference counting."""
+    close = getattr(response, "close", None)
+    if close is not None:
+        close()
+    rendering = getattr(response, "renderer_context", None)
+    if isinstance(rendering, dict):
+        for finished in (rendering.get("view"), rendering.get("request")):
+            held = getattr(finished, "__dict__", None)
+            if held is not None:
+                held.clear()
+        rendering.clear()
+
+
 class ThreadedDjangoApplication:
     """An ASGI application serving Django's HTTP requests on fixed pools of threads."""
 
     def __init__(self, threads: int | None = None) -> None:
-        self.handler = WSGIHandler()
+        self.handler = FinishingHandler()
         self.threads = threads or settings.CTXWEB_HTTP_THREADS
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ctxweb-http")
         self.capture_executor = ThreadPoolExecutor(
@@ -261,9 +301,7 @@ class ThreadedDjangoApplication:
         try:
             return started[0], started[1], b"".join(_chunks(response))
         finally:
-            close = getattr(response, "close", None)
-            if close is not None:
-                close()
+            finish(response)
 
     @staticmethod
     def _stream(
@@ -298,9 +336,7 @@ class ThreadedDjangoApplication:
         except OSError as gone:  # the client left (the server's send raises)
             logger.info("serving: the client left during a streamed answer: %r", gone)
         finally:
-            close = getattr(response, "close", None)
-            if close is not None:
-                close()
+            finish(response)
 
 
 class ClientStalled(Exception):

@@ -62,7 +62,16 @@ class TracesApi(APIView):
 
     @csrf_exempt
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        return super().dispatch(request, *args, **kwargs)
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            # The answer is bytes already (no renderer reads the view): the DRF request's
+            # parser context, which names this view and the request (the view names the
+            # request), is done with, and the export's objects go now, not in a cycle that
+            # waits for the garbage collector (exporters post many).
+            parsing = getattr(self.request, "parser_context", None)
+            if isinstance(parsing, dict):
+                parsing.clear()
 
     def post(self, request: Request) -> HttpResponse:
         access = access_for_request(request)
