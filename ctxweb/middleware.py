@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import io
 import json
 import logging
@@ -55,7 +54,6 @@ class BodyLimitASGIMiddleware:
 
     def __init__(self, app: Any) -> None:  # an ASGI application (Django's handler)
         self.app = app
-        self.collector = GarbageAfterBodies()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -69,10 +67,7 @@ class BodyLimitASGIMiddleware:
             if text.isdigit() and text.isascii() and int(text) > limit:
                 await _too_large(send, f"The request body is {int(text)} bytes", limit)
                 return
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                self.collector.answered(int(text) if text.isdigit() and text.isascii() else 0)
+            await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -104,38 +99,7 @@ class BodyLimitASGIMiddleware:
                 return {"type": "http.request", "body": replayed, "more_body": False}
             return await receive()
 
-        try:
-            await self.app({**scope, "headers": headers}, replay, send)
-        finally:
-            self.collector.answered(size)
-
-
-#: Bytes of request bodies answered after which the cyclic garbage collector runs.
-COLLECT_AFTER_BYTES = 16 * 1024 * 1024
-
-
-class GarbageAfterBodies:
-    """A full run of the cyclic garbage collector once the bodies of the requests answered since
-    the last reach :data:`COLLECT_AFTER_BYTES` (at once after a body that big).
-
-    What a request leaves in reference cycles keeps its body alive until the collector's oldest
-    generation is collected, which a web process does rarely (:data:`ctxweb.serving.GC_THRESHOLDS`,
-    and ``gc.freeze`` leaves it little to scan): every relayed call's request stays in one
-    (httpx's streamed response and its stream refer to each other, and the response to the
-    request it answered), so three clients sending 24 MB managed calls in a loop held a dozen of
-    those bodies, some 300 MB, between two collections. A collection costs a few milliseconds
-    (the heap the application started with is frozen out of it); one per 16 MB of bodies costs
-    nothing next to reading them."""
-
-    def __init__(self, every: int = COLLECT_AFTER_BYTES) -> None:
-        self.every = every
-        self.since = 0
-
-    def answered(self, size: int) -> None:
-        self.since += size
-        if self.since >= self.every:
-            self.since = 0
-            gc.collect()
+        await self.app({**scope, "headers": headers}, replay, send)
 
 
 def _too_large_body(what: str, limit: int) -> bytes:
