@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from ctxweb.asgi import application
+from ctxweb.contexts.models import Turn
 from ctxweb.proxy.relay import recorders_quiet
-from tests.ctxweb.capture.test_otlp_receiver import export, llm_span, message
 from tests.support.builders import body, history
 from tests.support.providers import provider_stand_in
 from tests.support.world import World
@@ -158,6 +158,7 @@ def test_an_ingested_turns_body_is_freed_when_the_request_ends(world: World) -> 
         kinds, holding = unreachable()
     assert holding == []
     assert requests_among(kinds) == []
+    assert Turn.objects.count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -165,11 +166,28 @@ def test_a_telemetry_exports_body_is_freed_when_the_request_ends(world: World) -
     headers = [(b"authorization", f"Bearer {world.ingest_key}".encode())]
 
     def otlp(n: int) -> bytes:
-        span = llm_span(f"{n:016x}", 100 + n, [message("user", big_text(n))])
-        return json.dumps(export(span, session=f"otlp-{n}")).encode()
+        said = [{"role": "user", "parts": [{"type": "text", "content": big_text(n)}]}]
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.input.messages": json.dumps(said),
+        }
+        span = {
+            "traceId": "5b8efff798038103d269b633813fc60c",
+            "spanId": f"{n:016x}",
+            "name": "chat gpt-4o",
+            "startTimeUnixNano": "100",
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+        }
+        resource = {"attributes": [{"key": "session.id", "value": {"stringValue": "otlp"}}]}
+        scope = {"scope": {"name": "test"}, "spans": [span]}
+        return json.dumps(
+            {"resourceSpans": [{"resource": resource, "scopeSpans": [scope]}]}
+        ).encode()
 
     def langfuse(n: int) -> bytes:
-        generation = {"id": f"g{n}", "traceId": "t", "input": big_text(n), "output": "ok"}
+        said = [{"role": "user", "content": big_text(n)}]
+        generation = {"id": f"g{n}", "traceId": "t", "input": said, "output": "ok"}
         event = {
             "id": f"e{n}",
             "type": "generation-create",
@@ -178,14 +196,19 @@ def test_a_telemetry_exports_body_is_freed_when_the_request_ends(world: World) -
         }
         return json.dumps({"batch": [event]}).encode()
 
-    async def exports() -> list[int]:
+    async def exports() -> list[tuple[int, bytes]]:
         return [
-            (await post("/v1/traces", headers, otlp(1)))[0],
-            (await post("/api/public/ingestion", headers, langfuse(2)))[0],
+            await post("/v1/traces", headers, otlp(1)),
+            await post("/api/public/ingestion", headers, langfuse(2)),
         ]
 
     with collector_off():
-        assert asyncio.run(exports()) == [200, 207]
+        # the span and the generation stored: every byte of both was read
+        assert asyncio.run(exports()) == [
+            (200, b"{}"),
+            (207, b'{"successes":[{"id":"e2","status":201}],"errors":[]}'),
+        ]
         kinds, holding = unreachable()
     assert holding == []
     assert requests_among(kinds) == []
+    assert Turn.objects.count() == 2
