@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from django.db import connection
 
 from ctxweb.asgi import application
 from ctxweb.serving import ThreadedDjangoApplication, environ_for
+from ctxweb.serving import _body as serving_body
 from tests.support.builders import body, history
 from tests.support.servers import database_server_env, live_server, require_postgresql
 from tests.support.world import World
@@ -247,3 +249,40 @@ def test_a_server_keeps_its_database_connections(postgres_server: tuple[int, str
         assert now, f"no connection kept after request {n}"
         seen |= now
     assert len(seen) <= THREADS + 1, seen
+
+
+def _read_body(chunks: list[bytes], *, leave: bool = False) -> Any:
+    pending = list(chunks)
+
+    async def receive() -> dict[str, Any]:
+        if not pending:
+            return {"type": "http.disconnect"}
+        chunk = pending.pop(0)
+        return {"type": "http.request", "body": chunk, "more_body": bool(pending) or leave}
+
+    return async_to_sync(serving_body)(receive)
+
+
+def test_a_body_in_pieces_is_one_bytes_in_memory_read_without_a_copy(settings: Any) -> None:
+    """Under ``FILE_UPLOAD_MAX_MEMORY_SIZE`` the pieces are joined once: Django's read of the
+    whole body is that very object (a late turn's body is not copied again)."""
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1000
+    read = _read_body([b"a" * 300, b"b" * 300, b"c" * 300])
+    assert isinstance(read, io.BytesIO)
+    whole = read.getvalue()
+    assert whole == b"a" * 300 + b"b" * 300 + b"c" * 300
+    assert read.read(900) is whole
+
+
+def test_a_body_past_the_memory_size_is_spooled_to_disk_whole(settings: Any) -> None:
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1000
+    pieces = [bytes([65 + n]) * 400 for n in range(6)]
+    read = _read_body(pieces)
+    with read:
+        assert not isinstance(read, io.BytesIO)  # a file on disk
+        assert read.read() == b"".join(pieces)
+
+
+def test_a_caller_that_leaves_mid_body_gets_nothing(settings: Any) -> None:
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1000
+    assert _read_body([b"x" * 600, b"y" * 600], leave=True) is None
