@@ -74,8 +74,9 @@ class PreparerFailed(Exception):
 
 def _body_max() -> int:
     """The longest body a frame may announce: a request is at most ``CTXWEB_MAX_REQUEST_BYTES``,
-    and its rewrite is shorter (a compacted start in place of the agent's)."""
-    return 2 * settings.CTXWEB_MAX_REQUEST_BYTES
+    and its rewrite, a compacted start in place of the agent's, at most three times as long
+    (written as ASCII JSON: a character of four bytes in UTF-8 is twelve escaped)."""
+    return 4 * settings.CTXWEB_MAX_REQUEST_BYTES
 
 
 def _head(header: dict[str, Any], body_size: int) -> bytes:
@@ -289,7 +290,8 @@ async def _received_async(
     return buffer
 
 
-async def _exchange(path: str, call: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+async def _exchange(path: str, call: dict[str, Any], body: bytes) -> Prepared:
+    """``call`` with its ``body`` sent to the preparer listening at ``path``; its answer."""
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
@@ -306,7 +308,15 @@ async def _exchange(path: str, call: dict[str, Any], body: bytes) -> tuple[dict[
         sock.close()
     if "error" in answer:
         raise PreparerFailed(f"it failed ({answer['error']})")
-    return answer, returned
+    try:
+        return Prepared(
+            returned if answer["rewritten"] else body,
+            answer["session"],
+            tuple(answer["original"]),
+            list(answer["events"]),
+        )
+    except (KeyError, TypeError) as broken:
+        raise PreparerFailed(f"its answer is broken ({broken!r})") from None
 
 
 async def proxy_prepare_elsewhere(
@@ -332,18 +342,11 @@ async def proxy_prepare_elsewhere(
     seconds = settings.CTXWEB_PROXY_PREPARE_SECONDS
     try:
         async with asyncio.timeout(seconds):
-            answer, returned = await _exchange(preparer.path, call, body)
+            return await _exchange(preparer.path, call, body)
     except TimeoutError:  # first: an OSError too
         why = f"the preparer did not answer within CTXWEB_PROXY_PREPARE_SECONDS ({seconds:g}s)"
     except (OSError, PreparerFailed) as failure:
         why = f"the preparer could not prepare it ({failure})"
-    else:
-        return Prepared(
-            returned if answer["rewritten"] else body,
-            answer["session"],
-            tuple(answer["original"]),
-            list(answer["events"]),
-        )
     logger.warning("proxy: a managed call was sent unchanged: %s", why)
     warning = {
         "type": "warning",

@@ -287,3 +287,9 @@ def test_the_preparers_answer_is_what_is_relayed(listener: socket.socket) -> Non
         ("a", "b"),
         answer["events"],
     )
+
+
+def test_a_broken_answer_sends_the_call_whole(listener: socket.socket) -> None:
+    thread = answering(listener, lambda conn: conn.sendall(preparing._head({"session": "x"}, 0)))
+    assert "its answer is broken" in warned(prepared_elsewhere())
+    thread.join(5)
