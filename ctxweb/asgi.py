@@ -17,9 +17,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from ctxweb.contexts.services.preparing import preparers_start  # noqa: E402
+
 # Calls a previous process relayed and did not get to queue are recorded now; in the embedded
 # shape this process records, and sweeps periodically.
-from ctxweb.contexts.services.preparing import preparers_start  # noqa: E402
 from ctxweb.contexts.services.recording import recordings_start  # noqa: E402
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware  # noqa: E402
