@@ -14,11 +14,13 @@ web process has ended.
   calls always go to the same preparer (by project id), so they find them. The other memories
   of the proxy (conversations, the look of main calls) are rows, shared by every process. A
   preparer started again remembers no rewrite, as a web process started again.
-- **Bytes on a socket**: the web process listens on a Unix socket per preparer in a folder of its
-  own (readable by its user only) and hands the listening socket to the preparer it starts, so a
-  call made while the preparer starts again waits in the socket's backlog. A call is one
-  connection: a frame (:data:`FRAME`: the lengths of a JSON header and of the body, the header,
-  the body) each way; the answer's body is sent only when it was rewritten.
+- **Bytes, not objects**: the web process listens on a Unix socket per preparer in a folder of
+  its own (its user's alone) and hands the listening socket to the preparer it starts, so a call
+  made while the preparer starts again waits in the socket's backlog. A call is one connection
+  and a frame each way (:func:`_frame_send`): the sizes and a JSON header on the socket, the
+  body as a file in memory whose descriptor goes along (one write and one read for tens of
+  megabytes, on a thread of the web process that holds the interpreter lock only between them).
+  The answer's body is sent only when the call was rewritten.
 - **Bounded**: a call waits at most ``CTXWEB_PROXY_PREPARE_SECONDS`` for its preparer (busy,
   starting again, or stopped), and goes to the provider unchanged, with a warning event on its
   turn, when it has no answer by then or the preparer failed: as a call whose request cannot be
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import functools
 import json
 import logging
 import os
@@ -79,11 +83,6 @@ def _body_max() -> int:
     return 4 * settings.CTXWEB_MAX_REQUEST_BYTES
 
 
-def _head(header: dict[str, Any], body_size: int) -> bytes:
-    encoded = json.dumps(header).encode()
-    return FRAME.pack(len(encoded), body_size) + encoded
-
-
 def _sizes(start: bytes | bytearray) -> tuple[int, int]:
     header_size, body_size = FRAME.unpack(start)
     if header_size > HEADER_MAX or body_size > _body_max():
@@ -91,7 +90,33 @@ def _sizes(start: bytes | bytearray) -> tuple[int, int]:
     return header_size, body_size
 
 
-# --- in the preparer ----------------------------------------------------------------------------
+def _memory_file(data: bytes) -> int:
+    """A file in memory holding ``data`` (one write: the interpreter lock is released once for
+    all of it); its descriptor, which the caller closes."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("ctxweb-call", os.MFD_CLOEXEC)
+    else:  # not Linux: a temporary file, gone as soon as it is closed
+        fd, path = tempfile.mkstemp(prefix="ctxweb-call-")
+        os.unlink(path)
+    try:
+        view = memoryview(data)
+        written = 0
+        while written < len(data):
+            written += os.write(fd, view[written:])
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _file_read(fd: int, size: int) -> bytes:
+    data = os.pread(fd, size, 0)
+    while len(data) < size:  # a read of a file in memory is whole; this is in case it is not
+        more = os.pread(fd, size - len(data), len(data))
+        if not more:
+            raise PreparerFailed(f"a body of {len(data)} bytes of {size}")
+        data += more
+    return data
 
 
 def _received(conn: socket.socket, size: int) -> bytearray:
@@ -107,10 +132,41 @@ def _received(conn: socket.socket, size: int) -> bytearray:
     return buffer
 
 
+def _frame_send(conn: socket.socket, header: dict[str, Any], body: bytes) -> None:
+    """A frame on ``conn``: its sizes, its header, and its body as a file in memory passed along
+    with the sizes (``SCM_RIGHTS``): tens of megabytes cross in one write and one read, not
+    hundreds of reads of a socket's buffer, each taking the interpreter lock again."""
+    encoded = json.dumps(header).encode()
+    start = FRAME.pack(len(encoded), len(body))
+    if body:
+        fd = _memory_file(body)
+        try:
+            sent = socket.send_fds(conn, [start], [fd])
+        finally:
+            os.close(fd)
+        start = start[sent:]
+    conn.sendall(start + encoded)
+
+
 def _frame_received(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
-    header_size, body_size = _sizes(_received(conn, FRAME.size))
-    header = json.loads(_received(conn, header_size))
-    return header, bytes(_received(conn, body_size))
+    """The frame that comes on ``conn``: its header and its body."""
+    start, fds, _, _ = socket.recv_fds(conn, FRAME.size, 1)
+    try:
+        if not start:
+            raise PreparerFailed("the connection ended")
+        header_size, body_size = _sizes(start + _received(conn, FRAME.size - len(start)))
+        header = json.loads(_received(conn, header_size))
+        if not body_size:
+            return header, b""
+        if not fds:
+            raise PreparerFailed("a body without its file")
+        return header, _file_read(fds[0], body_size)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+# --- in the preparer ----------------------------------------------------------------------------
 
 
 def _caller_gone(conn: socket.socket) -> bool:
@@ -161,11 +217,8 @@ def _answer(conn: socket.socket) -> None:
             answer = {"error": type(failure).__name__}
         finally:
             close_old_connections()
-        try:
-            conn.sendall(_head(answer, len(returned)))
-            conn.sendall(returned)
-        except OSError:
-            pass  # the web process stopped waiting
+        with contextlib.suppress(OSError):  # the web process stopped waiting
+            _frame_send(conn, answer, returned)
 
 
 def preparer_serve(listener: socket.socket, *, threads: int) -> None:
@@ -213,6 +266,16 @@ class Preparer:
 
 _PREPARERS: list[Preparer] = []
 _LOCK = threading.Lock()
+#: The threads that exchange calls with the preparers (see :func:`_frame_send`).
+_EXCHANGES: list[ThreadPoolExecutor] = []
+
+
+def _exchanges() -> ThreadPoolExecutor:
+    with _LOCK:
+        if not _EXCHANGES:
+            threads = settings.CTXWEB_PROXY_PREPARE_THREADS * max(1, len(_PREPARERS))
+            _EXCHANGES.append(ThreadPoolExecutor(threads, thread_name_prefix="ctxweb-preparing"))
+        return _EXCHANGES[0]
 
 
 def preparers_start() -> None:
@@ -276,36 +339,21 @@ def _watch_preparer(preparer: Preparer) -> None:
         time.sleep(RESTART_SECONDS)
 
 
-async def _received_async(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, size: int
-) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        count = await loop.sock_recv_into(sock, view[got:])
-        if count == 0:
-            raise PreparerFailed("the preparer ended the connection before its answer")
-        got += count
-    return buffer
-
-
-async def _exchange(path: str, call: dict[str, Any], body: bytes) -> Prepared:
-    """``call`` with its ``body`` sent to the preparer listening at ``path``; its answer."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    try:
-        await loop.sock_connect(sock, path)
-        await loop.sock_sendall(sock, _head(call, len(body)))
-        await loop.sock_sendall(sock, body)
-        header_size, body_size = _sizes(await _received_async(loop, sock, FRAME.size))
-        answer = json.loads(await _received_async(loop, sock, header_size))
-        returned = bytes(await _received_async(loop, sock, body_size)) if body_size else b""
-    except ValueError as broken:
-        raise PreparerFailed(f"its answer is broken ({broken})") from None
-    finally:
-        sock.close()
+def _exchange(path: str, call: dict[str, Any], body: bytes, deadline: float) -> Prepared:
+    """``call`` with its ``body`` sent to the preparer listening at ``path``, and its answer,
+    by the monotonic clock's ``deadline`` (on a thread: its waits and copies take no lock)."""
+    left = deadline - time.monotonic()
+    if left <= 0:  # it waited for this thread that long
+        raise TimeoutError
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(left)
+        sock.connect(path)
+        _frame_send(sock, call, body)
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        try:
+            answer, returned = _frame_received(sock)
+        except ValueError as broken:
+            raise PreparerFailed(f"its answer is broken ({broken})") from None
     if "error" in answer:
         raise PreparerFailed(f"it failed ({answer['error']})")
     try:
@@ -340,9 +388,10 @@ async def proxy_prepare_elsewhere(
         "managed": managed,
     }
     seconds = settings.CTXWEB_PROXY_PREPARE_SECONDS
+    exchange = functools.partial(_exchange, preparer.path, call, body, time.monotonic() + seconds)
     try:
         async with asyncio.timeout(seconds):
-            return await _exchange(preparer.path, call, body)
+            return await asyncio.get_running_loop().run_in_executor(_exchanges(), exchange)
     except TimeoutError:  # first: an OSError too
         why = f"the preparer did not answer within CTXWEB_PROXY_PREPARE_SECONDS ({seconds:g}s)"
     except (OSError, PreparerFailed) as failure:

@@ -253,7 +253,7 @@ def test_a_call_whose_preparer_hangs_up_goes_whole(listener: socket.socket) -> N
 
 def test_a_call_its_preparer_could_not_prepare_goes_whole(listener: socket.socket) -> None:
     thread = answering(
-        listener, lambda conn: conn.sendall(preparing._head({"error": "OperationalError"}, 0))
+        listener, lambda conn: preparing._frame_send(conn, {"error": "OperationalError"}, b"")
     )
     assert "OperationalError" in warned(prepared_elsewhere())
     thread.join(5)
@@ -275,8 +275,7 @@ def test_the_preparers_answer_is_what_is_relayed(listener: socket.socket) -> Non
     }
 
     def rewritten(conn: socket.socket) -> None:
-        conn.sendall(preparing._head(answer, len(b"{}")))
-        conn.sendall(b"{}")
+        preparing._frame_send(conn, answer, b"{}")
 
     thread = answering(listener, rewritten)
     prepared = prepared_elsewhere()
@@ -290,6 +289,6 @@ def test_the_preparers_answer_is_what_is_relayed(listener: socket.socket) -> Non
 
 
 def test_a_broken_answer_sends_the_call_whole(listener: socket.socket) -> None:
-    thread = answering(listener, lambda conn: conn.sendall(preparing._head({"session": "x"}, 0)))
+    thread = answering(listener, lambda conn: preparing._frame_send(conn, {"session": "x"}, b""))
     assert "its answer is broken" in warned(prepared_elsewhere())
     thread.join(5)
