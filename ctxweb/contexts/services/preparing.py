@@ -256,12 +256,11 @@ def preparer_loop(*, parent: int, fd: int) -> None:
 
 @dataclass
 class Preparer:
-    """A preparer of this web process: the socket its calls come to, and its process."""
+    """A preparer of this web process: the socket its calls come to."""
 
     number: int
     path: str
     listener: socket.socket
-    process: subprocess.Popen[bytes] | None = None
 
 
 _PREPARERS: list[Preparer] = []
@@ -327,7 +326,6 @@ def _watch_preparer(preparer: Preparer) -> None:
         # A session of its own: a signal to the server's group is the server's; the preparer
         # ends when the server has (preparer_loop watches its parent).
         process = subprocess.Popen(command, pass_fds=(fd,), start_new_session=True)
-        preparer.process = process
         logger.info("proxy: preparer %d started (pid %d)", preparer.number, process.pid)
         code = process.wait()
         logger.warning(
