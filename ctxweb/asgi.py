@@ -17,6 +17,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from ctxweb.contexts.services.preparing import preparers_start  # noqa: E402
+
 # Calls a previous process relayed and did not get to queue are recorded now; in the embedded
 # shape this process records, and sweeps periodically.
 from ctxweb.contexts.services.recording import recordings_start  # noqa: E402
@@ -29,6 +31,8 @@ from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication, tune_alloca
 # Large freed blocks go back to the system (before this process's threads start allocating).
 tune_allocator()
 recordings_start()
+# Managed calls are prepared in processes of their own (never holding this one's interpreter lock).
+preparers_start()
 
 if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
     # The embedded shape has no Celery beat: retention runs in this process.

@@ -34,8 +34,10 @@ the same through Django's URLs (WSGI, the test client).
   the provider's shape before it starts, an ``error`` event ending a stream, a cut connection
   otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
-  (a cache read for a known key), managed mode's preparation on ``CTXWEB_PROXY_PREPARE_THREADS``
-  others, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key, and at most
+  (a cache read for a known key); managed mode's preparation in ``CTXWEB_PROXY_PREPARERS``
+  processes of its own (:mod:`~ctxweb.contexts.services.preparing`: the web process's
+  interpreter lock is never held by it), or with none on ``CTXWEB_PROXY_PREPARE_THREADS`` other
+  threads, at most ``CTXWEB_PROXY_KEY_PREPARING`` of them per key, and at most
   ``CTXWEB_PROXY_PREPARE_BYTES`` of preparation at once (a body costs four times its size while
   it is prepared: :func:`~ctxweb.contexts.services.proxying.proxy_prepare_cost`): no caller's
   call waits behind another key's work on a shared thread, and a small call finds room beside a
@@ -67,6 +69,7 @@ from ctxweb.accounts.selectors import api_key_get_active
 from ctxweb.accounts.services import api_key_touch
 from ctxweb.bodies import ENCODINGS
 from ctxweb.contexts.services import recording
+from ctxweb.contexts.services.preparing import preparers_running, proxy_prepare_elsewhere
 from ctxweb.contexts.services.proxying import proxy_prepare, proxy_prepare_cost
 
 if TYPE_CHECKING:
@@ -560,17 +563,27 @@ async def _relay(
     loop = asyncio.get_running_loop()
     if format is not None and managed:  # else nothing to decide before the call: the recorder does
         async with _preparing(key.pk), _budget().held(proxy_prepare_cost(len(body))):
-            prepared = await loop.run_in_executor(
-                _PREPARE,
-                lambda: _prepare(
-                    project=key.project,
+            if preparers_running():
+                prepared = await proxy_prepare_elsewhere(
+                    project_id=key.project_id,
                     key_id=key.pk,
                     format=format,
                     body=body,
                     session=session,
                     managed=managed,
-                ),
-            )
+                )
+            else:
+                prepared = await loop.run_in_executor(
+                    _PREPARE,
+                    lambda: _prepare(
+                        project=key.project,
+                        key_id=key.pk,
+                        format=format,
+                        body=body,
+                        session=session,
+                        managed=managed,
+                    ),
+                )
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original

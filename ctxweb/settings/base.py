@@ -400,6 +400,15 @@ CTXWEB_PROXY_KEY_THREADS = envint("CTXWEB_PROXY_KEY_THREADS", 4)
 CTXWEB_PROXY_PREPARE_THREADS = envint("CTXWEB_PROXY_PREPARE_THREADS", 8)
 CTXWEB_PROXY_KEY_PREPARING = envint("CTXWEB_PROXY_KEY_PREPARING", 2)
 CTXWEB_PROXY_PREPARE_BYTES = envint("CTXWEB_PROXY_PREPARE_BYTES", 32 * 1024 * 1024)
+# Managed mode's preparation (reading the whole request, maybe rewriting it) runs in
+# CTXWEB_PROXY_PREPARERS processes each web process starts and watches, never holding the web
+# process's interpreter lock (0: on CTXWEB_PROXY_PREPARE_THREADS threads of the web process, as
+# the test suite's in-process calls do); each serves CTXWEB_PROXY_PREPARE_THREADS calls at once,
+# and a project's calls always go to the same one. A call whose preparer has not answered within
+# CTXWEB_PROXY_PREPARE_SECONDS (busy, starting again) goes to the provider unchanged, with a
+# warning on its turn.
+CTXWEB_PROXY_PREPARERS = envint("CTXWEB_PROXY_PREPARERS", 1)
+CTXWEB_PROXY_PREPARE_SECONDS = envfloat("CTXWEB_PROXY_PREPARE_SECONDS", 15.0)
 # Recording relayed calls (ctxweb.contexts.services.recording): the raw exchange is spooled to
 # CTXWEB_DATA_DIR/recordings and recorded by Celery workers when there is a broker, else by
 # CTXWEB_RECORDING_WORKERS threads of the web process. The queue holds at most

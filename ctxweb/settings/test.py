@@ -37,6 +37,10 @@ CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa:
 # REDIS_URL is set): tests that start a Celery worker set the servers' environment themselves.
 CTXWEB_RECORDER = "threads"
 CTXWEB_RECORDING_CELERY = False
+# Managed calls relayed in this process are prepared on its threads: a preparer process would not
+# see the test database, which lives in this process's memory. Servers started as subprocesses
+# start their preparers.
+CTXWEB_PROXY_PREPARERS = 0
 
 
 def _redis_of_worker(url: str, worker: str) -> str:
