@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -263,6 +263,77 @@ class _Entry:
     items: list[Stored]
 
 
+class _OpenOutputs:
+    """A session's latest open outputs (id and probes, the oldest first, at most
+    :data:`OPEN_OUTPUTS`), with their probes indexed by their first :data:`PROBE_MIN`
+    characters: a turn's assistant text is looked up in the index at each of its positions
+    instead of every probe being searched for in it. Searching hundreds of probes scattered over
+    the heap cost a late turn 0.17 ms (the memory they are in, more than the searches); the
+    index touches the text and one dictionary. A text much longer than the probes are many is
+    searched for each probe, as before: its positions would cost more."""
+
+    def __init__(self, outputs: Iterable[tuple[int, Sequence[str]]] = ()) -> None:
+        self.probes: dict[int, list[str]] = {}
+        self.heads: dict[str, list[tuple[int, str]]] = {}
+        self.short: list[tuple[int, str]] = []  # probes under PROBE_MIN characters (none new)
+        self.add(outputs)
+
+    def __len__(self) -> int:
+        return len(self.probes)
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        return iter(self.probes.items())
+
+    def add(self, outputs: Iterable[tuple[int, Sequence[str]]]) -> None:
+        """Add ``outputs`` as the newest; the oldest past :data:`OPEN_OUTPUTS` go."""
+        for pk, probes in outputs:
+            kept = [probe for probe in probes if probe]
+            self.probes[pk] = kept
+            for probe in kept:
+                if len(probe) >= PROBE_MIN:
+                    self.heads.setdefault(probe[:PROBE_MIN], []).append((pk, probe))
+                else:
+                    self.short.append((pk, probe))
+        if len(self.probes) > OPEN_OUTPUTS:
+            self.remove(list(self.probes)[: len(self.probes) - OPEN_OUTPUTS])
+
+    def remove(self, pks: Iterable[int]) -> None:
+        short = False
+        for pk in pks:
+            for probe in self.probes.pop(pk, ()):
+                if len(probe) < PROBE_MIN:
+                    short = True
+                    continue
+                head = probe[:PROBE_MIN]
+                kept = [entry for entry in self.heads.get(head, ()) if entry[0] != pk]
+                if kept:
+                    self.heads[head] = kept
+                else:
+                    self.heads.pop(head, None)
+        if short:
+            self.short = [(pk, probe) for pk, probe in self.short if pk in self.probes]
+
+    def referenced(self, text: str) -> set[int]:
+        """The ids of the outputs whose probes ``text`` holds one of."""
+        seen: set[int] = set()
+        if len(text) > 8 * max(1, sum(map(len, self.heads.values()))):
+            for pk, probes in self.probes.items():
+                if any(len(probe) <= len(text) and probe in text for probe in probes):
+                    seen.add(pk)
+            return seen
+        heads = self.heads
+        for start in range(len(text) - PROBE_MIN + 1):
+            found = heads.get(text[start : start + PROBE_MIN])
+            if found is not None:
+                for pk, probe in found:
+                    if pk not in seen and text.startswith(probe, start):
+                        seen.add(pk)
+        for pk, probe in self.short:
+            if pk not in seen and probe in text:
+                seen.add(pk)
+        return seen
+
+
 @dataclass
 class _State:
     """What this process knows of a session's rollups after its turn ``index``: the entries of
@@ -271,7 +342,7 @@ class _State:
 
     index: int
     specials: dict[int, _Entry]
-    open: list[tuple[int, list[str]]] | None
+    open: _OpenOutputs | None
 
 
 #: By session id; checked against the turn's index before use (another process may have
@@ -521,7 +592,7 @@ def attribution_turn_writes(
     specials = {**old, **{e.position: e for e in writes if e.position < 0}}
 
     def finish(returned: list[int]) -> None:
-        outputs: list[tuple[int, list[str]]] | None = open_outputs
+        outputs: _OpenOutputs | None = open_outputs
         if uses and outputs is not None:
             if not returning:  # a driver that returns no ids: the open outputs are read next time
                 outputs = None
@@ -532,7 +603,7 @@ def attribution_turn_writes(
                     pk = next(pks)
                     if use.kind == "output" and not use.referenced:
                         added.append((pk, use.probes))
-                outputs = [*outputs, *added][-OPEN_OUTPUTS:]
+                outputs.add(added)
         _compactions_add(session, turn)
         if len(_STATES) >= _STATES_MAX:
             _STATES.clear()
@@ -674,8 +745,8 @@ def _references(
     session: Session,
     uses: list[ToolUse],
     spoken: list[tuple[int, str]],
-    open_outputs: list[tuple[int, list[str]]] | None,
-) -> tuple[list[tuple[int, list[str]]] | None, set[int]]:
+    open_outputs: _OpenOutputs | None,
+) -> tuple[_OpenOutputs | None, set[int]]:
     """Mark the turn's new outputs its own later assistant messages refer to, and find the
     stored open outputs they refer to: the session's latest open outputs after the turn (before
     its new ones; None when not known) and the ids to mark. The open outputs are read only when
@@ -691,29 +762,14 @@ def _references(
     if open_outputs is None:
         rows = ToolUse.objects.filter(session=session, kind="output", referenced=False)
         latest = rows.order_by("-id").values_list("pk", "probes")[:OPEN_OUTPUTS]
-        open_outputs = list(reversed(latest))
-    seen = _referenced(open_outputs, text)
-    if seen:
-        open_outputs = [(pk, probes) for pk, probes in open_outputs if pk not in seen]
+        open_outputs = _OpenOutputs(reversed(latest))
+    seen = open_outputs.referenced(text)
+    open_outputs.remove(seen)
     return open_outputs, seen
 
 
 def _found(probes: Sequence[str], text: str) -> bool:
     return any(probe and probe in text for probe in probes)
-
-
-def _referenced(outputs: Sequence[tuple[int, Sequence[str]]], text: str) -> set[int]:
-    """The ids of ``outputs`` whose probes ``text`` holds one of. It runs on every turn with
-    assistant text, over up to :data:`OPEN_OUTPUTS` times :data:`PROBES` probes: a plain loop,
-    and a probe longer than the text is not searched for."""
-    seen: set[int] = set()
-    size = len(text)
-    for pk, probes in outputs:
-        for probe in probes:
-            if probe and len(probe) <= size and probe in text:
-                seen.add(pk)
-                break
-    return seen
 
 
 def _compactions(events: Sequence[Mapping[str, Any]], total: int) -> dict[str, list[int]]:
