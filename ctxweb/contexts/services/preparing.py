@@ -277,6 +277,38 @@ def _exchanges() -> ThreadPoolExecutor:
         return _EXCHANGES[0]
 
 
+#: The start of the name of a web process's folder of preparers' sockets, followed by its pid.
+FOLDER_PREFIX = "ctxweb-preparers-"
+
+
+def _folders_of_ended_processes_remove() -> None:
+    """Remove the preparers' socket folders of this user's web processes that ended without
+    removing theirs (a process killed does not): without this, every server killed left one in
+    the temporary folder. Only a folder of this user holding sockets alone, named after a
+    process that no longer exists, is removed."""
+    root = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            pid = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+            if not entry.name.startswith(FOLDER_PREFIX) or not pid.isdigit():
+                continue
+            try:
+                if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != os.getuid():
+                    continue
+                os.kill(int(pid), 0)  # still running (or another user's process): kept
+                continue
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue
+            try:
+                names = os.listdir(entry.path)
+            except OSError:
+                continue
+            if all(name.endswith(".sock") for name in names):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def preparers_start() -> None:
     """At a web process's start: start ``CTXWEB_PROXY_PREPARERS`` preparers and watch them (each
     started again when it ends); nothing with none (managed calls are then prepared on threads of
@@ -287,7 +319,9 @@ def preparers_start() -> None:
     with _LOCK:
         if _PREPARERS:
             return
-        folder = tempfile.mkdtemp(prefix="ctxweb-preparers-")  # this user's alone
+        _folders_of_ended_processes_remove()
+        # this user's alone; named after this process, which removes it as it ends
+        folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         atexit.register(shutil.rmtree, folder, True)
         for number in range(count):
             path = os.path.join(folder, f"{number}.sock")

@@ -16,6 +16,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -292,3 +294,32 @@ def test_a_broken_answer_sends_the_call_whole(listener: socket.socket) -> None:
     thread = answering(listener, lambda conn: preparing._frame_send(conn, {"session": "x"}, b""))
     assert "its answer is broken" in warned(prepared_elsewhere())
     thread.join(5)
+
+
+def test_the_socket_folders_of_killed_web_processes_are_removed_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A web process killed leaves its preparers' socket folder behind (nothing runs at its
+    end); the next one to start removes those of processes that no longer exist, and only
+    those that hold nothing but sockets."""
+    monkeypatch.setattr(preparing.tempfile, "gettempdir", lambda: str(tmp_path))
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+
+    def folder(pid: int, *names: str) -> Path:
+        made = tmp_path / f"{preparing.FOLDER_PREFIX}{pid}-{len(list(tmp_path.iterdir()))}"
+        made.mkdir()
+        for name in names:
+            (made / name).write_bytes(b"")
+        return made
+
+    killed = folder(ended.pid, "0.sock", "1.sock")
+    running = folder(os.getpid(), "0.sock")
+    unknown = folder(ended.pid, "0.sock", "notes.txt")
+    other = tmp_path / "ctxweb-something-else"
+    other.mkdir()
+    preparing._folders_of_ended_processes_remove()
+    assert not killed.exists()
+    assert running.exists()
+    assert unknown.exists()
+    assert other.exists()
