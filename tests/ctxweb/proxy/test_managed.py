@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
-from tests.support.managed import OUTPUT, call_api, wait
+from tests.support.managed import build_calls, call_api, operation_applied, wait
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, embedded_env, live_server
 
@@ -57,49 +57,16 @@ def test_an_applied_operation_reaches_the_agents_next_call_and_undo_takes_it_bac
             "X-Ctxweb-Managed": "1",
         },
     )
-    history: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": "Build the project and fix what fails."},
-    ]
-    stand_in.then(*({"tool": "build", "arguments": {"step": n}} for n in range(4)))
-    for n in range(4):
-        answer = client.chat.completions.create(model="gpt-4o", messages=history)
-        call = answer.choices[0].message.tool_calls[0]
-        history += [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": call.function.name,
-                            "arguments": call.function.arguments,
-                        },
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call.id, "content": f"build {n}\n{OUTPUT}"},
-            {"role": "user", "content": f"Step {n + 1}: go on with the next part."},
-        ]
-        assert stand_in.requests[-1]["messages"] == history[:-3]  # unmanaged so far: whole
+
+    def whole(history: list[dict[str, Any]]) -> None:  # unmanaged so far: sent whole
+        assert stand_in.requests[-1]["messages"] == history[:-3]
+
+    history = build_calls(client, stand_in, after=whole)
     wait(lambda: call_api(url, key, "GET", "sessions/managed")["turn_count"] == 4, "4 turns")
 
-    created = call_api(
-        url,
-        key,
-        "POST",
-        "sessions/managed/operations",
-        {"strategy": "ctxweb-auto", "params": {"target_tokens": 4000, "latest_turn": "outputs"}},
+    created = operation = operation_applied(
+        url, key, "managed", "ctxweb-auto", {"target_tokens": 4000, "latest_turn": "outputs"}
     )
-    operation = wait(
-        lambda: (lambda o: o if o["status"] in ("succeeded", "failed") else None)(
-            call_api(url, key, "GET", f"operations/{created['id']}")
-        ),
-        "the operation",
-    )
-    assert operation["status"] == "succeeded", operation
     assert operation["result"]["tokens_saved"] > 0, operation["result"]
 
     # The agent knows nothing of it: it sends its whole history and a new question.

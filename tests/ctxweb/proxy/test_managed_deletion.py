@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from openai import OpenAI
 
-from tests.support.managed import OUTPUT, call_api, wait
+from tests.support.managed import build_calls, call_api, operation_applied, wait
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, embedded_env, live_server
 
@@ -82,47 +81,11 @@ def test_after_deleting_a_managed_session_every_call_reaches_the_provider_whole(
     agent_url, operator_url, key = servers
     session = f"deleted-{agent_url.rsplit(':', 1)[1]}-{operator_url.rsplit(':', 1)[1]}"
     client = agent(agent_url, key, session)
-    history: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": "Build the project and fix what fails."},
-    ]
-    stand_in.then(*({"tool": "build", "arguments": {"step": n}} for n in range(4)))
-    for n in range(4):
-        answer = client.chat.completions.create(model="gpt-4o", messages=history)  # type: ignore[arg-type]
-        call = answer.choices[0].message.tool_calls[0]  # type: ignore[index]
-        history += [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": call.function.name,  # type: ignore[union-attr]
-                            "arguments": call.function.arguments,  # type: ignore[union-attr]
-                        },
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call.id, "content": f"build {n}\n{OUTPUT}"},
-            {"role": "user", "content": f"Step {n + 1}: go on with the next part."},
-        ]
+    history = build_calls(client, stand_in)
     wait(lambda: turn_count(agent_url, key, session) == 4, "4 turns")
-    created = call_api(
-        agent_url,
-        key,
-        "POST",
-        f"sessions/{session}/operations",
-        {"strategy": "ctxweb-auto", "params": {"target_tokens": 4000, "latest_turn": "outputs"}},
+    operation_applied(
+        agent_url, key, session, "ctxweb-auto", {"target_tokens": 4000, "latest_turn": "outputs"}
     )
-    operation = wait(
-        lambda: (lambda o: o if o["status"] in ("succeeded", "failed") else None)(
-            call_api(agent_url, key, "GET", f"operations/{created['id']}")
-        ),
-        "the operation",
-    )
-    assert operation["status"] == "succeeded", operation
 
     # Managed: the agent's whole history goes out compacted, pointing at artifacts.
     history.append({"role": "user", "content": "What failed?"})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from anthropic import Anthropic
 
-from tests.support.managed import OUTPUT, call_api, wait
+from tests.support.managed import OUTPUT, call_api, operation_applied, wait
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, embedded_env, live_server
 
@@ -75,20 +75,7 @@ def test_the_operations_system_prompt_reaches_the_agents_next_calls(
         assert system_text(stand_in.requests[-1]) == SYSTEM  # unmanaged so far
     wait(lambda: call_api(url, key, "GET", "sessions/picoclaw")["turn_count"] == 8, "8 turns")
 
-    created = call_api(
-        url,
-        key,
-        "POST",
-        "sessions/picoclaw/operations",
-        {"strategy": "picoclaw-summarize", "params": {"force": True}},
-    )
-    operation = wait(
-        lambda: (lambda o: o if o["status"] in ("succeeded", "failed") else None)(
-            call_api(url, key, "GET", f"operations/{created['id']}")
-        ),
-        "the operation",
-    )
-    assert operation["status"] == "succeeded", operation
+    created = operation_applied(url, key, "picoclaw", "picoclaw-summarize", {"force": True})
     managed = call_api(url, key, "GET", "sessions/picoclaw/context")["request"]
     assert SUMMARY_START in system_text(managed)
 

@@ -29,7 +29,7 @@ from openai import OpenAI
 
 from ctxweb.contexts.services import preparing
 from ctxweb.contexts.services.proxying import Prepared
-from tests.support.managed import OUTPUT, call_api, wait
+from tests.support.managed import build_calls, call_api, operation_applied, wait
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
@@ -72,20 +72,8 @@ def preparer_after(server: LiveServer, known: int) -> int:
 
 def compacted(url: str, key: str) -> None:
     """``ctxweb-auto`` applied to the session's latest turn."""
-    created = call_api(
-        url,
-        key,
-        "POST",
-        f"sessions/{SESSION}/operations",
-        {"strategy": "ctxweb-auto", "params": {"target_tokens": 4000, "latest_turn": "outputs"}},
-    )
-    operation = wait(
-        lambda: (lambda o: o if o["status"] in ("succeeded", "failed") else None)(
-            call_api(url, key, "GET", f"operations/{created['id']}")
-        ),
-        "the operation",
-    )
-    assert operation["status"] == "succeeded", operation
+    params = {"target_tokens": 4000, "latest_turn": "outputs"}
+    operation_applied(url, key, SESSION, "ctxweb-auto", params)
 
 
 def recorded(url: str, key: str, turns: int) -> list[dict[str, Any]]:
@@ -117,32 +105,7 @@ def test_a_preparer_process_prepares_managed_calls_and_is_started_again_when_kil
             "X-Ctxweb-Managed": "1",
         },
     )
-    history: list[Any] = [
-        {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": "Build the project and fix what fails."},
-    ]
-    stand_in.then(*({"tool": "build", "arguments": {"step": n}} for n in range(4)))
-    for n in range(4):
-        answer = client.chat.completions.create(model="gpt-4o", messages=history)
-        call = answer.choices[0].message.tool_calls[0]  # type: ignore[index]
-        history += [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": call.function.name,  # type: ignore[union-attr]
-                            "arguments": call.function.arguments,  # type: ignore[union-attr]
-                        },
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call.id, "content": f"build {n}\n{OUTPUT}"},
-            {"role": "user", "content": f"Step {n + 1}: go on with the next part."},
-        ]
+    history: list[Any] = build_calls(client, stand_in)
     recorded(url, key, 4)
     compacted(url, key)
 
