@@ -276,6 +276,7 @@ class _OpenOutputs:
         self.probes: dict[int, list[str]] = {}
         self.heads: dict[str, list[tuple[int, str]]] = {}
         self.short: list[tuple[int, str]] = []  # probes under PROBE_MIN characters (none new)
+        self.indexed = 0  # probes in ``heads``
         self.add(outputs)
 
     def __len__(self) -> int:
@@ -292,6 +293,7 @@ class _OpenOutputs:
             for probe in kept:
                 if len(probe) >= PROBE_MIN:
                     self.heads.setdefault(probe[:PROBE_MIN], []).append((pk, probe))
+                    self.indexed += 1
                 else:
                     self.short.append((pk, probe))
         if len(self.probes) > OPEN_OUTPUTS:
@@ -305,7 +307,9 @@ class _OpenOutputs:
                     short = True
                     continue
                 head = probe[:PROBE_MIN]
-                kept = [entry for entry in self.heads.get(head, ()) if entry[0] != pk]
+                found = self.heads.get(head, [])
+                kept = [entry for entry in found if entry[0] != pk]
+                self.indexed -= len(found) - len(kept)
                 if kept:
                     self.heads[head] = kept
                 else:
@@ -316,7 +320,7 @@ class _OpenOutputs:
     def referenced(self, text: str) -> set[int]:
         """The ids of the outputs whose probes ``text`` holds one of."""
         seen: set[int] = set()
-        if len(text) > 8 * max(1, sum(map(len, self.heads.values()))):
+        if len(text) > 8 * max(1, self.indexed):
             for pk, probes in self.probes.items():
                 if any(len(probe) <= len(text) and probe in text for probe in probes):
                     seen.add(pk)

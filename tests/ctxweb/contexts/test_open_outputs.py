@@ -25,8 +25,10 @@ def test_the_index_finds_what_a_search_of_every_probe_finds(
     quoted = data.draw(st.lists(st.sampled_from([p for ps in probes for p in ps] or [""])))
     text = filler.join(["", *quoted, ""])
     assert outputs.referenced(text) == _searched(outputs, text)
+    assert outputs.indexed == sum(map(len, outputs.heads.values()))
     gone = data.draw(st.sets(st.sampled_from(list(range(1, len(probes) + 2)))))
     outputs.remove(gone)
+    assert outputs.indexed == sum(map(len, outputs.heads.values()))
     assert not outputs.referenced(text) & gone
     assert outputs.referenced(text) == _searched(outputs, text)
 
