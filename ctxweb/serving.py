@@ -49,6 +49,8 @@ from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler, WSGIRequest
 from django.db import close_old_connections
 
+from ctxweb.afterwards import Work, answers_pending, run_all
+
 logger = logging.getLogger("ctxweb.serving")
 
 Scope = MutableMapping[str, Any]
@@ -265,22 +267,29 @@ class ThreadedDjangoApplication:
                 if environ["PATH_INFO"].startswith(CAPTURE_PATHS)
                 else self.executor
             )
-            status, headers, content = await loop.run_in_executor(executor, self._respond, environ)
+            status, headers, content, later = await loop.run_in_executor(
+                executor, self._respond, environ
+            )
         if not isinstance(content, bytes):  # a streaming response: produced on its own pool
             await loop.run_in_executor(
-                self.stream_executor, self._stream, content, status, headers, loop, send
+                self.stream_executor, self._stream, content, status, headers, loop, send, later
             )
             return
         if health is not None and status == 200 and len(self.health) < HEALTH_KEPT:
             self.health[health] = (status, headers, content)
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": content})
+        try:
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": content})
+        finally:
+            if later:  # the request's work for after its answer (ctxweb.afterwards)
+                await loop.run_in_executor(executor, run_all, later)
 
-    def _respond(self, environ: dict[str, Any]) -> tuple[int, Headers, Any]:
+    def _respond(self, environ: dict[str, Any]) -> tuple[int, Headers, Any, list[Work]]:
         """In a pool thread: the whole request, and its response closed in the same thread
         (``request_finished``, which closes or keeps the thread's database connection); or a
         streaming response, returned unread (:meth:`_stream` reads and closes it), the
-        thread's connection released as ``request_finished`` would."""
+        thread's connection released as ``request_finished`` would. Last, the work the request
+        left for after its answer (:func:`ctxweb.afterwards.after_answer`)."""
         started: list[Any] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> Any:
@@ -290,18 +299,19 @@ class ThreadedDjangoApplication:
             ]
             return lambda data: None  # the legacy write(): Django never calls it
 
-        try:
-            response = self.handler(environ, start_response)
-        except Exception:  # Django turns a view's errors into responses; this is ours
-            logger.exception("serving: the request failed outside Django's handler")
-            return _FAILED
-        if getattr(response, "streaming", False):
-            close_old_connections()  # what request_finished does, in this thread
-            return started[0], started[1], response
-        try:
-            return started[0], started[1], b"".join(_chunks(response))
-        finally:
-            finish(response)
+        with answers_pending() as later:
+            try:
+                response = self.handler(environ, start_response)
+            except Exception:  # Django turns a view's errors into responses; this is ours
+                logger.exception("serving: the request failed outside Django's handler")
+                return (*_FAILED, later)
+            if getattr(response, "streaming", False):
+                close_old_connections()  # what request_finished does, in this thread
+                return started[0], started[1], response, later
+            try:
+                return started[0], started[1], b"".join(_chunks(response)), later
+            finally:
+                finish(response)
 
     @staticmethod
     def _stream(
@@ -310,11 +320,13 @@ class ThreadedDjangoApplication:
         headers: Headers,
         loop: asyncio.AbstractEventLoop,
         send: Send,
+        later: list[Work] | None = None,
     ) -> None:
         """In a stream thread: the response's chunks sent as the client takes them, then the
-        response closed (its ``request_finished`` in this thread). A client that takes nothing
-        for ``CTXWEB_SEND_TIMEOUT`` seconds, or that left, ends it: the server closes the
-        connection of an answer left unfinished."""
+        response closed (its ``request_finished`` in this thread), then the work the request
+        left for after its answer. A client that takes nothing for ``CTXWEB_SEND_TIMEOUT``
+        seconds, or that left, ends it: the server closes the connection of an answer left
+        unfinished."""
         timeout = settings.CTXWEB_SEND_TIMEOUT
 
         def deliver(message: Message) -> None:
@@ -337,6 +349,8 @@ class ThreadedDjangoApplication:
             logger.info("serving: the client left during a streamed answer: %r", gone)
         finally:
             finish(response)
+            if later:
+                run_all(later)
 
 
 class ClientStalled(Exception):

@@ -32,6 +32,10 @@ from rest_framework.views import APIView
 from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
 from ctxweb.contexts.selectors import attribution as attribution_selectors
+from ctxweb.contexts.services.attribution import (
+    attribution_catch_up,
+    attribution_catch_up_project,
+)
 from ctxweb.tables import (
     DEFAULT_DAYS,
     ITEM_SESSION_COLUMNS,
@@ -72,6 +76,7 @@ class SessionAttributionApi(APIView):
     def get(self, request: Request, external_id: str) -> Response | HttpResponse:
         session = require_session(require_access(request), external_id)
         table = _table(request, SESSION_TABLE_COLUMNS)
+        attribution_catch_up(session_id=session.pk)
         data = attribution_selectors.session_attribution(session=session)
         if table is not None:
             name = f"{session.external_id}-attribution-{table}"
@@ -126,6 +131,7 @@ class OverviewApi(APIView):
         access = require_access(request)
         filters = overview_filters(request)
         table = _table(request, OVERVIEW_TABLE_COLUMNS)
+        attribution_catch_up_project(project=access.project)
         data = attribution_selectors.project_overview(project=access.project, **filters)
         if table is None:
             return Response(data)
@@ -178,6 +184,7 @@ class OverviewItemsApi(APIView):
                 fields={"label": f"1 to {MAX_LABEL_CHARS} characters"},
             )
         table = _table(request, {"sessions": ITEM_SESSION_COLUMNS})
+        attribution_catch_up_project(project=access.project)
         data = attribution_selectors.overview_item_sessions(
             project=access.project, category=category, label=label, **filters
         )

@@ -55,6 +55,11 @@ class Session(models.Model):
     unread_call_count = models.PositiveIntegerField(
         default=0, help_text="its calls that could not be read (UnreadCall), kept raw"
     )
+    attributed_turns = models.PositiveIntegerField(
+        default=0,
+        help_text="its first turns that the attribution rollups hold (the rest are attributed"
+        " after their answers: services.attribution.attribution_catch_up)",
+    )
 
     class Meta:
         constraints = [

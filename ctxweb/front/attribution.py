@@ -23,6 +23,10 @@ from django.utils import timezone
 
 from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as attribution_selectors
+from ctxweb.contexts.services.attribution import (
+    attribution_catch_up,
+    attribution_catch_up_project,
+)
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.turns import GROUPED
 from ctxweb.tables import (
@@ -178,6 +182,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     access = page_access(request)
     # Days are UTC days, as the rollups count them.
     filters, errors = overview_filters(request.GET, today=timezone.now().astimezone(UTC).date())
+    attribution_catch_up_project(project=access.project)
     data = attribution_selectors.project_overview(
         project=access.project,
         **_selected(filters),
@@ -278,6 +283,7 @@ def overview_items(request: HttpRequest) -> HttpResponse:
         problem = f"Which name? A name of the list, 1 to {MAX_LABEL_CHARS} characters."
     data = None
     if problem is None:
+        attribution_catch_up_project(project=access.project)
         data = attribution_selectors.overview_item_sessions(
             project=access.project,
             category=category,
@@ -355,6 +361,7 @@ def session_attribution(request: HttpRequest, external_id: str) -> HttpResponse:
     """``/sessions/<id>/attribution/``: what grew a session's context and what it carried."""
     access = page_access(request)
     session = page_session(access, external_id)
+    attribution_catch_up(session_id=session.pk)
     data = attribution_selectors.session_attribution(session=session)
     if request.GET.get("format") == "csv":
         return _csv_table(

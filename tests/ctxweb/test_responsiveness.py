@@ -20,24 +20,25 @@ from typing import Any
 
 import pytest
 
-from tests.support.servers import create_key, embedded_env, live_server
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
 KEYWORDS = "error failed tool call result must decided chosen "
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A live server (uvicorn) in the embedded shape, and an operator key."""
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, LiveServer]]:
+    """A live server (uvicorn) in the embedded shape, an operator key, and the server (its
+    output)."""
     env = embedded_env(tmp_path_factory.mktemp("responsive"))
     key = create_key(env)
     with live_server(env) as server:
-        yield server.url, key
+        yield server.url, key, server
 
 
 def test_the_health_check_answers_while_the_costliest_preview_runs(
-    live: tuple[str, str],
+    live: tuple[str, str, LiveServer],
 ) -> None:
-    url, key = live
+    url, key, _ = live
     rng = random.Random(17)
     vocabulary = [*KEYWORDS.split(), *(f"w{n}" for n in range(5_000))]
     words = " ".join(rng.choices(vocabulary, k=1_000_000))  # about 6 MB, no full stop
@@ -99,11 +100,13 @@ def _request(url: str, key: str, method: str = "GET", payload: Any = None) -> in
         return int(error.code)
 
 
-def test_a_large_import_leaves_ingestion_and_reads_unaffected(live: tuple[str, str]) -> None:
+def test_a_large_import_leaves_ingestion_and_reads_unaffected(
+    live: tuple[str, str, LiveServer],
+) -> None:
     """SQLite, one server process: a 3,000-turn transcript imports in the background (committed in
     chunks) while another session takes turns and the API is read; nothing waits for the
     import's write lock long enough to fail."""
-    url, key = live
+    url, key, server = live
     messages: list[dict[str, Any]] = []
     for n in range(3_000):
         messages += [
@@ -140,7 +143,7 @@ def test_a_large_import_leaves_ingestion_and_reads_unaffected(live: tuple[str, s
         ) as answer:
             return dict(json.loads(answer.read()))
 
-    statuses: list[int] = []
+    statuses: list[tuple[str, int]] = []
     during = 0
     conversation: list[dict[str, Any]] = []
     deadline = time.monotonic() + 300
@@ -151,12 +154,17 @@ def test_a_large_import_leaves_ingestion_and_reads_unaffected(live: tuple[str, s
             {"role": "assistant", "content": f"answer {during}"},
         ]
         turn = {"format": "openai-chat", "request": {"model": "gpt-4o", "messages": conversation}}
-        statuses.append(_request(f"{url}/api/v1/sessions/beside/turns", key, "POST", turn))
-        statuses.append(_request(f"{url}/api/v1/sessions", key))
-        statuses.append(_request(f"{url}/api/v1/sessions/beside/turns", key))
+        statuses.append(
+            ("POST turns", _request(f"{url}/api/v1/sessions/beside/turns", key, "POST", turn))
+        )
+        statuses.append(("GET sessions", _request(f"{url}/api/v1/sessions", key)))
+        statuses.append(("GET turns", _request(f"{url}/api/v1/sessions/beside/turns", key)))
         during += 1
     finished = job()
     assert finished["status"] == "succeeded", finished
     assert finished["sessions"][0]["turns"] == 3_000
     assert during >= 1, "the import finished before anything ran beside it"
-    assert set(statuses) <= {200, 201}, statuses
+    failed = [(n, what, status) for n, (what, status) in enumerate(statuses) if status >= 300]
+    errors = [n for n, line in enumerate(server.lines) if "Traceback" in line or "ERROR" in line]
+    shown = server.lines[errors[0] : errors[0] + 80] if errors else server.lines[-80:]
+    assert not failed, (failed, "\n".join(shown))

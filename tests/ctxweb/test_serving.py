@@ -8,7 +8,6 @@ reuse the server's database connections instead of opening one each (the point o
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import io
 import json
@@ -22,56 +21,10 @@ from django.db import connection
 from ctxweb.asgi import application
 from ctxweb.serving import ThreadedDjangoApplication, environ_for
 from ctxweb.serving import _body as serving_body
+from tests.support.asgi import payload, scope, serve
 from tests.support.builders import body, history
 from tests.support.servers import database_server_env, live_server, require_postgresql
 from tests.support.world import World
-
-
-def scope(
-    method: str, path: str, *, key: str | None = None, query: bytes = b"", headers: Any = ()
-) -> dict[str, Any]:
-    auth = [(b"authorization", f"Bearer {key}".encode())] if key else []
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query,
-        "root_path": "",
-        "headers": [(b"host", b"testserver"), *auth, *headers],
-        "client": ("127.0.0.1", 1234),
-        "server": ("testserver", 80),
-    }
-
-
-def serve(
-    request: dict[str, Any], chunks: list[bytes] | None = None
-) -> tuple[int, dict[str, str], list[dict[str, Any]]]:
-    """Run ``request`` through the application; (status, headers, the body messages sent)."""
-    pending = list(chunks or [b""])
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            chunk = pending.pop(0)
-            return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    async_to_sync(application)(request, receive, send)
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    headers = {n.decode(): v.decode() for n, v in start["headers"]}
-    return start["status"], headers, [m for m in sent if m["type"] == "http.response.body"]
-
-
-def payload(messages: list[dict[str, Any]]) -> bytes:
-    return b"".join(m.get("body", b"") for m in messages)
 
 
 def test_the_environ_is_what_a_wsgi_server_gives_django() -> None:

@@ -330,6 +330,7 @@ _SESSION_UPDATED = (
     "compaction_count",
     "secret_count",
     "output_reserve",
+    "attributed_turns",
 )
 #: Rows a statement inserts at most (PostgreSQL takes at most 65,535 parameters).
 _INSERT_BATCH = 1_000

@@ -1,10 +1,13 @@
 """Attribution rollups (issue 36): what each session's turns held, item by item and day by day,
 kept up to date at ingest so that the session and project pages read rollup rows only.
 
-A turn is attributed incrementally (:func:`attribution_turn_writes`: ingest sends its statements
-in the turn's own round trip): only the messages past the prefix it shares with the previous turn
-are attributed (:func:`compaction.attribution.message_items`, their tool results resolved with the
-calls of the context at hand); the items of the messages it dropped, kept per position
+A turn is attributed incrementally (:func:`attribution_turn_writes`): after the answer of a
+turn posted over HTTP (:func:`attribution_catch_up`, handed to
+:func:`ctxweb.afterwards.after_answer`), else in the turn's own round trip.
+``Session.attributed_turns`` says how many turns the rollups hold; readers catch up first. Only
+the messages past the prefix it shares with the previous turn are attributed
+(:func:`compaction.attribution.message_items`, their tool results resolved with the calls of the
+context at hand); the items of the messages it dropped, kept per position
 (:class:`~ctxweb.contexts.models.AttributionEntry`), are subtracted; the system prompt and tools
 are attributed again only when their row changes. Only the items whose tokens changed are
 written (:class:`~ctxweb.contexts.models.AttributionItem` keeps token-turns lazily).
@@ -22,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from compaction.attribution import (
@@ -53,6 +56,7 @@ from ctxweb.contexts.models import (
     Turn,
 )
 from ctxweb.contexts.models import Message as MessageRow
+from ctxweb.contexts.selectors.inspector import turn_message_id_lists
 from ctxweb.contexts.services._secrets import message_scanned
 from ctxweb.contexts.services._sql import (
     Fixed,
@@ -874,6 +878,125 @@ def _session_clear(session: Session) -> None:
         model.objects.filter(session=session).delete()
 
 
+@dataclass
+class PendingTurn:
+    """A turn stored without its attribution, as ingest knew it (the arguments of
+    :func:`attribution_turn_writes`, and the counters of its counting scope): what
+    :func:`attribution_catch_up` needs to attribute it without reading anything back."""
+
+    session: Session
+    turn: Turn
+    messages: Sequence[LibMessage]
+    ids: Sequence[int]
+    previous_ids: Sequence[int]
+    system: MessageRow | None
+    toolset: ToolSet | None
+    regions: Sequence[Mapping[str, int]] | None
+    mask: bool
+    counters: dict[str, TokenCounter] | None = None
+
+    def writes(self) -> TurnWrites:
+        return attribution_turn_writes(
+            session=self.session,
+            turn=self.turn,
+            messages=self.messages,
+            ids=self.ids,
+            previous_ids=self.previous_ids,
+            system=self.system,
+            toolset=self.toolset,
+            regions=self.regions,
+            mask=self.mask,
+        )
+
+
+def attribution_catch_up(*, session_id: int, pending: PendingTurn | None = None) -> int:
+    """Add to session ``session_id``'s rollups its turns they do not hold yet
+    (``Session.attributed_turns`` on), in order, in one transaction with the session locked;
+    returns how many. ``pending``: one of them as ingest knew it, attributed without reading it
+    back when it still is the stored turn of its index (the walk of the others reads them,
+    :func:`_session_walk`). Whoever reads the rollups calls this first: a turn posted over
+    HTTP is attributed after its answer is sent, and a process may stop before it does."""
+    kept = pending.counters if pending is not None else None
+    with counting_scope(kept), transaction.atomic():
+        locked = _attribution_locked(session_id, pending.turn if pending is not None else None)
+        if locked is None:
+            return 0  # deleted meanwhile
+        start, count, stored = locked
+        if start >= count:
+            return 0
+        session: Session | None = None
+        done = 0
+        previous: list[int] | None = None
+        mark = _mark_statement(session_id, count)
+        at = pending.turn.index if pending is not None else -1
+        if pending is not None and start <= at < count and stored:
+            if start < at:
+                session = _session_read(session_id)
+                walked, previous = _session_walk(session, start=start, stop=at)
+                done += walked
+            writes = pending.writes()
+            if at + 1 == count:  # nearly always: the mark goes in the same round trip
+                writes.statements.append(mark)
+            writes.finish(_execute(writes.statements, returning=writes.returning))
+            done += 1
+            start, previous = at + 1, list(pending.ids)
+            pending.session.attributed_turns = max(pending.session.attributed_turns, at + 1)
+            if start == count:
+                return done
+        if start < count:
+            session = session or _session_read(session_id)
+            done += _session_walk(session, start=start, stop=count, previous=previous)[0]
+        _execute([mark], returning=False)
+        return done
+
+
+def attribution_catch_up_project(*, project: Project) -> int:
+    """:func:`attribution_catch_up` for each of ``project``'s sessions that needs it; returns
+    the turns attributed."""
+    behind = Session.objects.filter(project=project, attributed_turns__lt=F("turn_count"))
+    return sum(
+        attribution_catch_up(session_id=pk)
+        for pk in behind.order_by("pk").values_list("pk", flat=True)
+    )
+
+
+def _attribution_locked(session_id: int, turn: Turn | None) -> tuple[int, int, bool] | None:
+    """Lock session ``session_id`` (on SQLite the transaction holds the database's write lock
+    already) and read its ``attributed_turns``, ``turn_count`` and whether ``turn`` (as ingest
+    made it) is the stored turn of its index: not a turn whose transaction rolled back, another
+    stored in its place (SQLite may give it the same id). None when the session is gone."""
+    quote = connection.ops.quote_name
+    session, table = quote(Session._meta.db_table), quote(Turn._meta.db_table)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    sql = (
+        f"SELECT s.attributed_turns, s.turn_count, EXISTS (SELECT 1 FROM {table} t"
+        f" WHERE t.session_id = s.id AND t.{quote('index')} = %s AND t.id = %s"
+        f" AND t.created_at = %s) FROM {session} s WHERE s.id = %s{lock}"
+    )
+    known = (
+        [turn.index, turn.pk, connection.ops.adapt_datetimefield_value(turn.created_at)]
+        if turn is not None
+        else [-1, 0, None]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*known, session_id])
+        row = cursor.fetchone()
+    return (int(row[0]), int(row[1]), bool(row[2])) if row is not None else None
+
+
+def _mark_statement(session_id: int, attributed: int) -> Statement:
+    """The update that records the session's first ``attributed`` turns as attributed."""
+    table = connection.ops.quote_name(Session._meta.db_table)
+    return (
+        Fixed(f"UPDATE {table} SET attributed_turns = %s WHERE id = %s"),
+        [attributed, session_id],
+    )
+
+
+def _session_read(session_id: int) -> Session:
+    return Session.objects.select_related("project").get(pk=session_id)
+
+
 def attribution_rebuild(
     *, project: Project | None = None, session: Session | None = None
 ) -> dict[str, int]:
@@ -893,19 +1016,27 @@ def attribution_rebuild(
         with counting_scope(), transaction.atomic():
             one = Session.objects.select_for_update().select_related("project").get(pk=pk)
             _session_clear(one)
-            walked["turns"] += _session_walk(one)
+            _STATES.pop(pk, None)
+            turns = _session_walk(one, start=0, stop=one.turn_count)[0]
+            _execute([_mark_statement(pk, turns)], returning=False)
+            walked["turns"] += turns
         walked["sessions"] += 1
     return walked
 
 
-def _session_walk(session: Session) -> int:
-    """Add every stored turn of ``session`` to its rollups, in order."""
+def _session_walk(
+    session: Session, *, start: int, stop: int, previous: list[int] | None = None
+) -> tuple[int, list[int]]:
+    """Add the stored turns ``start`` to ``stop`` (excluded) of ``session`` to its rollups, in
+    order (those before ``start`` are in them, ``previous``: turn ``start - 1``'s message ids
+    when known); the turns walked and the last one's message ids."""
+    if previous is None:
+        previous = turn_message_id_lists(session=session, index=start)[0] if start else []
     cache: dict[int, LibMessage] = {}
-    previous: list[int] = []
     walked = 0
-    turns = Turn.objects.filter(session=session).select_related("system", "toolset")
+    turns = Turn.objects.filter(session=session, index__gte=start, index__lt=stop)
     mask = session.project.mask_secrets
-    for turn in turns.order_by("index").iterator(chunk_size=200):
+    for turn in turns.select_related("system", "toolset").order_by("index").iterator(200):
         ids = [*previous[: turn.shared], *turn.tail] if not turn.keyframe else list(turn.tail)
         rows_needed = {i for i in ids if i not in cache}
         if rows_needed:
@@ -925,11 +1056,14 @@ def _session_walk(session: Session) -> int:
         writes.finish(_execute(writes.statements, returning=writes.returning))
         previous = ids
         walked += 1
-    return walked
+    return walked, previous
 
 
 __all__ = [
+    "PendingTurn",
     "TurnWrites",
+    "attribution_catch_up",
+    "attribution_catch_up_project",
     "attribution_rebuild",
     "attribution_turn_writes",
     "item_key",

@@ -39,15 +39,17 @@ def counter_for(encoding: str) -> TokenCounter:
 
 
 @contextmanager
-def counting_scope() -> Iterator[None]:
+def counting_scope(kept: dict[str, TokenCounter] | None = None) -> Iterator[None]:
     """Count one job (a turn's ingest) with scoped counters (:meth:`TokenCounter.scoped`): a
     text or message object counted again within it costs a dictionary lookup. What they encode
     is added to the shared counters' ``encoded_tokens`` when the scope closes; the memos go with
-    it. Scopes do not nest: an inner one reuses the outer one's counters."""
+    it. Scopes do not nest: an inner one reuses the outer one's counters. ``kept``: the counters
+    of a scope closed before (:func:`counting_kept`), for the rest of its job (a turn's
+    attribution after its answer)."""
     if _SCOPE.get() is not None:
         yield
         return
-    scope: dict[str, TokenCounter] = {}
+    scope: dict[str, TokenCounter] = kept if kept is not None else {}
     token = _SCOPE.set(scope)
     try:
         yield
@@ -55,6 +57,13 @@ def counting_scope() -> Iterator[None]:
         _SCOPE.reset(token)
         for encoding, counter in scope.items():
             _shared(encoding).encoded_tokens += counter.encoded_tokens
+            counter.encoded_tokens = 0
+
+
+def counting_kept() -> dict[str, TokenCounter] | None:
+    """The counters of the open :func:`counting_scope` (None: none is open), to go on with after
+    it closes."""
+    return _SCOPE.get()
 
 
 def encoding_for(model: str | None) -> tuple[str, bool]:

@@ -8,6 +8,7 @@ import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -21,6 +22,7 @@ from compaction.tokens import REQUEST_OVERHEAD
 from compaction.usage import normalize_usage
 from compaction.windows import HEADER_WINDOWS, context_window_for_call
 from ctxweb.accounts.models import Project
+from ctxweb.afterwards import after_answer, answer_deferred
 from ctxweb.contexts import events as live_events
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import KEYFRAME_EVERY, Session, Turn
@@ -49,8 +51,8 @@ from ctxweb.contexts.services._sql import (
     _turn_insert,
     _turns_since_sql,
 )
-from ctxweb.contexts.services.attribution import attribution_turn_writes
-from ctxweb.contexts.services.counting import counting_scope
+from ctxweb.contexts.services.attribution import PendingTurn, attribution_catch_up
+from ctxweb.contexts.services.counting import counting_kept, counting_scope
 from ctxweb.contexts.services.moments import occurred_at_parse
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
@@ -264,6 +266,7 @@ def turn_ingest(
     normalized = normalize_usage(usage) if usage else None  # every count within its column
     _check_storable(external_id=external_id, context=context, model=model)
     key = (project.pk, external_id)
+    attribute_later: PendingTurn | None = None
     # One counting scope: the new messages' parts that storage counts for their regions are
     # counted again by attribution (items, tool uses) with a dictionary lookup.
     with contextlib.ExitStack() as scope:
@@ -515,9 +518,11 @@ def turn_ingest(
         if context.max_output_tokens:
             session.output_reserve = context.max_output_tokens
         insert = _insert_sql([turn])  # sets the turn's created_at: its day, for the rollups
-        # The session's attribution rollups (only the messages past the shared prefix), written
-        # in the turn's own round trip where the driver allows it.
-        rollups = attribution_turn_writes(
+        # The session's attribution rollups (only the messages past the shared prefix): after
+        # the answer when one is sent (the caller does not wait for them), else written in the
+        # turn's own round trip where the driver allows it, when the rollups hold every turn
+        # before it (else caught up once the turn is stored).
+        pending = PendingTurn(
             session=session,
             turn=turn,
             messages=context.messages,
@@ -527,12 +532,19 @@ def turn_ingest(
             toolset=toolset,
             regions=stored.regions,
             mask=project.mask_secrets,
+            counters=counting_kept(),
         )
-        rollups.finish(
-            _turn_insert(
-                turn, session, rollups.statements, insert=insert, returning=rollups.returning
+        if answer_deferred() or session.attributed_turns != index:
+            _turn_insert(turn, session, insert=insert)
+            attribute_later = pending
+        else:
+            session.attributed_turns = index + 1
+            rollups = pending.writes()
+            rollups.finish(
+                _turn_insert(
+                    turn, session, rollups.statements, insert=insert, returning=rollups.returning
+                )
             )
-        )
         _recent_put(
             key,
             _Recent(
@@ -563,4 +575,6 @@ def turn_ingest(
             turn=turn,
             previous_total=previous.total_tokens if previous is not None else None,
         )
+    if attribute_later is not None:
+        after_answer(partial(attribution_catch_up, session_id=session.pk, pending=attribute_later))
     return IngestResult(turn, True)
