@@ -59,7 +59,10 @@ from ctxweb.contexts.models import Message as MessageRow
 from ctxweb.contexts.selectors.inspector import turn_message_id_lists
 from ctxweb.contexts.services._secrets import message_scanned
 from ctxweb.contexts.services._sql import (
+    _ASYNCHRONOUS_COMMIT,
     Fixed,
+    _batches_statements,
+    _execute_at_once,
     _execute_in_order,
     _insert_sql,
 )
@@ -979,7 +982,17 @@ def _attribution_locked(session_id: int, turn: Turn | None) -> tuple[int, int, b
         else [-1, 0, None]
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*known, session_id])
+        if _batches_statements():
+            # Rollups are made again from the turns when lost: their commit need not wait for
+            # the disk (a crash loses the rollups and their mark together).
+            statements: list[Statement] = [
+                (_ASYNCHRONOUS_COMMIT, []),
+                (Fixed(sql), [*known, session_id]),
+            ]
+            _execute_at_once(cursor, statements)
+            cursor.nextset()
+        else:
+            cursor.execute(sql, [*known, session_id])
         row = cursor.fetchone()
     return (int(row[0]), int(row[1]), bool(row[2])) if row is not None else None
 
