@@ -17,7 +17,8 @@ from ctxweb.afterwards import answers_pending, run_all
 from ctxweb.contexts.models import AttributionItem, Session, Turn
 from ctxweb.contexts.services import ingest as ingest_service
 from ctxweb.contexts.services.attribution import attribution_catch_up, attribution_rebuild
-from tests.ctxweb.contexts.test_attribution_rollups import (
+from tests.support.asgi import payload, scope, serve
+from tests.support.rollups import (
     ASK,
     BASH,
     READ_LIB,
@@ -30,7 +31,6 @@ from tests.ctxweb.contexts.test_attribution_rollups import (
     snapshot,
     user,
 )
-from tests.support.asgi import payload, scope, serve
 from tests.support.world import World
 
 #: Six turns: the three of the rollups' tests (the third drops a read), one that adds an answer,
