@@ -19,13 +19,14 @@ import hashlib
 import json
 import logging
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from compaction.errors import FormatError
@@ -43,6 +44,13 @@ from ctxweb.accounts.models import Project
 from ctxweb.bodies import inflate
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import ProxyConversation, ProxyMainCalls
+from ctxweb.contexts.services._canonical import _same_message
+from ctxweb.contexts.services._memory_sql import (
+    conversation_remember,
+    conversations_remembered,
+    main_calls_remember,
+    main_calls_remembered,
+)
 from ctxweb.contexts.services._rewrites import (
     Rewrite,
     _rewrite_get,
@@ -82,6 +90,47 @@ def _prefix_digests(hashes: Sequence[str]) -> list[str]:
     return digests
 
 
+#: The last recorded call's messages and their identities, per key and named session (a key's
+#: unnamed calls share one slot), at most :data:`IDENTITIES_KEPT` of them and
+#: :data:`IDENTITIES_BYTES` of request bodies: a call repeats its conversation's previous call,
+#: whose messages' identities are reused where the messages are the same (a comparison in C,
+#: where an identity is the message's JSON written and hashed). A conversation of a few hundred
+#: messages spent a third of its recording on identities.
+_IDENTITIES: OrderedDict[tuple[int, str], tuple[tuple[Message, ...], tuple[str, ...], int]] = (
+    OrderedDict()
+)
+_IDENTITIES_LOCK = threading.Lock()
+IDENTITIES_KEPT = 64
+IDENTITIES_BYTES = 64 * 1024 * 1024
+
+
+def _identities(
+    key_id: int, session: str | None, messages: Sequence[Message], size: int
+) -> tuple[str, ...]:
+    """The identities of ``messages`` (a call of ``size`` bytes), those the key's last call to
+    ``session`` had in common with it reused (:data:`_IDENTITIES`)."""
+    slot = (key_id, session or "")
+    with _IDENTITIES_LOCK:
+        known = _IDENTITIES.get(slot)
+    reused: tuple[str, ...] = ()
+    if known is not None:
+        before, identities, _ = known
+        limit = min(len(messages), len(before))
+        same = 0
+        while same < limit and _same_message(messages[same], before[same]):
+            same += 1
+        reused = identities[:same]
+    found = reused + tuple(message_identity(m) for m in messages[len(reused) :])
+    if size <= IDENTITIES_BYTES // 4:
+        with _IDENTITIES_LOCK:
+            _IDENTITIES.pop(slot, None)
+            _IDENTITIES[slot] = (tuple(messages), found, size)
+            held = sum(entry[2] for entry in _IDENTITIES.values())
+            while len(_IDENTITIES) > IDENTITIES_KEPT or held > IDENTITIES_BYTES:
+                held -= _IDENTITIES.popitem(last=False)[1][2]
+    return found
+
+
 #: The prefixes of a call looked up first, its longest: a call extends its conversation's last
 #: call by that call's answer and the agent's next messages (tool results, a user's message),
 #: which are a few, and seldom more than this many.
@@ -103,15 +152,11 @@ def _joined(key_id: int, hashes: tuple[str, ...], *, external_id: str | None = N
     first: the answer is the one the longest remembered prefix gives."""
     digests = _prefix_digests(hashes)
     since = timezone.now() - timedelta(seconds=RECENT_SECONDS)
-    memory = Q(key_id=key_id, remembered_at__gte=since)
-    if external_id is not None:
-        memory &= Q(external_id=external_id)
 
     def remembered(among: Sequence[str] | None, limit: int | None = None) -> dict[str, str]:
-        rows = ProxyConversation.objects.filter(
-            memory if among is None else memory & Q(digest__in=among)
-        ).values_list("digest", "external_id")
-        return dict(rows if limit is None else rows[:limit])
+        return conversations_remembered(
+            key_id, since, external_id=external_id, among=among, limit=limit
+        )
 
     end = max(0, len(digests) - NEAR_PREFIXES)
     found = remembered(digests[end:])
@@ -169,13 +214,7 @@ def _session_and_main(
 
 
 def _main_shape(key_id: int, session: str) -> tuple[bool, str] | None:
-    since = timezone.now() - timedelta(seconds=MAIN_SECONDS)
-    known = (
-        ProxyMainCalls.objects.filter(key_id=key_id, external_id=session, remembered_at__gte=since)
-        .values_list("tools", "system")
-        .first()
-    )
-    return (bool(known[0]), str(known[1])) if known else None
+    return main_calls_remembered(key_id, session, timezone.now() - timedelta(seconds=MAIN_SECONDS))
 
 
 def _remember_main(
@@ -183,13 +222,11 @@ def _remember_main(
 ) -> None:
     """Remember what the named session's main calls look like (the first call, until one that
     sends tools); ``known``: what was remembered when the call's session was decided."""
+    if known is not None and known[0]:
+        return  # a main call that sends tools is remembered already: nothing can change it
     shape = _shape(context)
-    if known is None or (shape[0] and not known[0]):
-        ProxyMainCalls.objects.update_or_create(
-            key_id=key_id,
-            external_id=external_id,
-            defaults={"tools": shape[0], "system": shape[1], "remembered_at": timezone.now()},
-        )
+    if known is None or shape[0]:
+        main_calls_remember(key_id, external_id, shape[0], shape[1], timezone.now())
 
 
 def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
@@ -197,20 +234,7 @@ def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
     :data:`RECENT_SECONDS`: the next call that extends them joins it."""
     if not hashes:
         return
-    # One statement (an upsert), not a read then a write.
-    ProxyConversation.objects.bulk_create(
-        [
-            ProxyConversation(
-                key_id=key_id,
-                digest=_prefix_digests(hashes)[-1],
-                external_id=external_id,
-                remembered_at=timezone.now(),
-            )
-        ],
-        update_conflicts=True,
-        unique_fields=["key_id", "digest"],
-        update_fields=["external_id", "remembered_at"],
-    )
+    conversation_remember(key_id, _prefix_digests(hashes)[-1], external_id, timezone.now())
 
 
 def proxy_memory_expire() -> int:
@@ -226,9 +250,12 @@ def proxy_memory_expire() -> int:
 
 
 def proxy_memory_clear() -> None:
-    """Forget the managed rewrites this process remembers, as a new web process starts (tests
-    start each so; the conversations are rows, which each test's database starts without)."""
+    """Forget the managed rewrites and the identities this process remembers, as a new web
+    process starts (tests start each so; the conversations are rows, which each test's database
+    starts without)."""
     _rewrites_clear()
+    with _IDENTITIES_LOCK:
+        _IDENTITIES.clear()
 
 
 # --- managed mode: an operator's compaction reaches the agent's next call -----------------------
@@ -453,7 +480,7 @@ def proxy_record(
             raise FormatError("request", "expected a JSON object")
         context = parse(format, request)
         answer = provider_answer(format, response_body, streamed=streamed)
-        hashes = tuple(message_identity(m) for m in context.messages)
+        hashes = _identities(key_id, session, context.messages, len(request_body))
         external_id, main = _session_and_main(key_id, session, hashes, context)
         if external_id is None:
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")

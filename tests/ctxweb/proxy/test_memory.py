@@ -15,6 +15,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from compaction.messages import message_identity, parse
+from compaction.messages.model import Message
 from ctxweb.contexts.models import ProxyConversation
 from ctxweb.contexts.services import proxying
 
@@ -142,3 +144,72 @@ def test_the_lookup_answers_what_looking_up_every_prefix_answers(
     assert proxying._joined(KEY, call) == every_prefix(KEY, call)
     for session in sessions:
         assert proxying._joined(KEY, call, external_id=session) == every_prefix(KEY, call, session)
+
+
+# --- identities reused from a conversation's previous call ----------------------------------------
+
+
+def chat(*contents: Any) -> tuple[Message, ...]:
+    """An OpenAI chat request's messages, parsed as the recorder parses them."""
+    items = [{"role": "user", "content": content} for content in contents]
+    return parse("openai-chat", {"model": "gpt-4o", "messages": items}).messages
+
+
+@pytest.fixture
+def identities() -> Iterator[None]:
+    proxying.proxy_memory_clear()
+    yield
+    proxying.proxy_memory_clear()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_identities_reused_from_the_previous_call_are_those_computed_afresh(
+    seed: int, identities: None
+) -> None:
+    """Calls that extend, rewrite the middle of, or branch off their session's previous call,
+    across sessions of one key and two keys: every identity as ``message_identity`` gives it."""
+    rng = random.Random(seed)
+    conversations: dict[tuple[int, str | None], list[Any]] = {}
+    for _ in range(30):
+        slot = (rng.choice([1, 2]), rng.choice(["a", "b", None]))
+        contents = conversations.setdefault(slot, [])
+        change = rng.choice(["extend", "extend", "rewrite", "retype", "cut"])
+        if change == "rewrite" and contents:
+            contents[rng.randrange(len(contents))] = f"rewritten {rng.random()}"
+        elif change == "retype" and contents:  # equal in Python, another JSON: another identity
+            at = rng.randrange(len(contents))
+            contents[at] = [{"type": "text", "text": "x", "n": rng.choice([1, 1.0, True])}]
+        elif change == "cut":
+            del contents[rng.randrange(len(contents) + 1) :]
+        contents += [f"message {rng.random()}" for _ in range(rng.randint(1, 4))]
+        messages = chat(*contents)
+        found = proxying._identities(slot[0], slot[1], messages, 100)
+        assert found == tuple(message_identity(m) for m in messages)
+
+
+def test_a_value_of_another_type_is_not_taken_for_the_same_message(identities: None) -> None:
+    one = chat([{"type": "text", "text": "x", "n": 1}])
+    true = chat([{"type": "text", "text": "x", "n": True}])
+    assert one == true  # as Python compares them
+    proxying._identities(KEY, "s", one, 100)
+    assert proxying._identities(KEY, "s", true, 100) == (message_identity(true[0]),)
+    assert message_identity(true[0]) != message_identity(one[0])
+
+
+def test_the_identities_kept_are_bounded_in_calls_and_bytes(
+    identities: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proxying, "IDENTITIES_KEPT", 3)
+    monkeypatch.setattr(proxying, "IDENTITIES_BYTES", 1000)
+    for session in "abcd":
+        proxying._identities(KEY, session, chat(session), 100)
+    assert [slot[1] for slot in proxying._IDENTITIES] == ["b", "c", "d"]
+    proxying._identities(KEY, "e", chat("e"), 250)  # at most a quarter of the bytes: kept
+    proxying._identities(KEY, "f", chat("f"), 251)  # more: computed, not kept
+    assert [slot[1] for slot in proxying._IDENTITIES] == ["c", "d", "e"]
+    monkeypatch.setattr(proxying, "IDENTITIES_KEPT", 10)
+    for session in "ghij":
+        proxying._identities(KEY, session, chat(session), 250)
+    # c, d (100 each), e, g, h, i, j (250 each) are over 1000: the oldest go until they are not
+    assert [slot[1] for slot in proxying._IDENTITIES] == ["g", "h", "i", "j"]
+    assert sum(entry[2] for entry in proxying._IDENTITIES.values()) == 1000
