@@ -25,7 +25,7 @@ from ctxweb.contexts.services.recording import recordings_start  # noqa: E402
 from ctxweb.live.routing import websocket_urlpatterns  # noqa: E402
 from ctxweb.middleware import BodyLimitASGIMiddleware  # noqa: E402
 from ctxweb.origins import OriginValidator  # noqa: E402
-from ctxweb.proxy.app import ProxyApplication  # noqa: E402
+from ctxweb.proxy.app import ProxyApplication, lifespan  # noqa: E402
 from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication, tune_allocator  # noqa: E402
 
 # Large freed blocks go back to the system (before this process's threads start allocating).
@@ -45,6 +45,7 @@ application = ProtocolTypeRouter(
         "http": BodyLimitASGIMiddleware(ProxyApplication(ThreadedDjangoApplication())),
         # Only from the pages' exact origins (CTXWEB_ALLOWED_ORIGINS).
         "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "lifespan": lifespan,
     }
 )
 

@@ -42,7 +42,7 @@ def options(*, reload: bool = False) -> dict[str, Any]:
         "http": "httptools",
         "ws": "websockets-sansio",
         "ws_max_size": WS_MAX_BYTES,
-        "lifespan": "off",
+        "lifespan": "on",  # the proxy's upstream clients close as the server stops
         # Forwarded headers are read by ctxweb from configured proxies only (ctxweb.addresses).
         "proxy_headers": False,
         "root_path": settings.CTXWEB_ROOT_PATH,

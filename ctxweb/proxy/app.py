@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from ctxweb.proxy.relay import Deadline, Relayed, error, relay
+from ctxweb.proxy.relay import Deadline, Relayed, clients_close, error, relay
 
 logger = logging.getLogger("ctxweb.proxy")
 
@@ -33,6 +33,18 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ROUTE = re.compile(r"^/proxy/(?P<provider>openai|anthropic)/v1/(?P<rest>.+)$", re.DOTALL)
 #: Where ``HEAD`` is a connectivity check: a provider's base URL and anything below it.
 CHECKED = re.compile(r"^/proxy/(?P<provider>openai|anthropic)(?:/.*)?$", re.DOTALL)
+
+
+async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
+    """The server's start and end (ASGI lifespan): the upstream clients close as it ends."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await clients_close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 def _host_allowed(host: str) -> bool:

@@ -53,14 +53,20 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import time
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import httpx
+import multidict
+import yarl
 from django.conf import settings
 from django.db import close_old_connections, connection
 
@@ -127,21 +133,185 @@ class Relayed:
     release: Callable[[], None] = field(default=lambda: None)
 
 
-#: Pooled clients per event loop, forgotten with their loop (a loop's id can be reused by the
-#: next loop once it is gone, and a client bound to a closed loop fails on its next call).
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
+#: The upstream clients of each event loop, forgotten with their loop (a client is bound to the
+#: loop it was made on, and a loop's id can be reused by the next loop once it is gone).
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Clients] = (
     weakref.WeakKeyDictionary()
 )
-#: How many pools the upstream connections are spread over. httpcore looks at every connection
-#: of its pool (idle? expired? a socket poll for each idle one, and for each idle one at all the
-#: others again) when a call starts and when one ends: with 32 streaming callers in one pool,
-#: 7.5% of the web process's time (py-spy), 2.3% over 8 pools. A caller's calls (its key and
-#: session) go to one pool, where its kept-alive connection waits.
-UPSTREAM_POOLS = 8
-#: Idle connections a pool keeps. httpcore compares this with all its connections, busy ones
-#: included, and closes an idle one while they are more: each pool keeps the whole number, and
-#: a kept connection closes after its keep-alive expiry (5 s) unused.
+#: Idle upstream connections kept, and for how long unused.
 KEPT_ALIVE = 64
+KEPT_ALIVE_SECONDS = 5.0
+#: Headers aiohttp would add to a request that goes upstream: a relayed request carries the
+#: agent's, and only those (``Host`` and the body's length aside).
+NOT_ADDED = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+
+
+@dataclass
+class _Clients:
+    """An event loop's clients: aiohttp's, which relays every call whose headers are text
+    (a streamed call cost the web process 0.6 ms of CPU through it, 2.4 to 2.8 ms through httpx,
+    whose connection pool, HTTP parser and async layers are written in Python), and httpx's,
+    which writes a header's bytes as given where aiohttp writes text as UTF-8: an agent's header
+    in Latin-1 (a title, a user's name) goes up through it byte for byte."""
+
+    session: aiohttp.ClientSession
+    by_bytes: httpx.AsyncClient | None = None
+    #: The proxy each upstream is reached through (``HTTP(S)_PROXY`` and ``NO_PROXY``, as httpx
+    #: honoured them), read once: aiohttp's ``trust_env`` reads the environment on every call.
+    proxies: dict[tuple[str, str, int | None], yarl.URL | None] = field(default_factory=dict)
+
+    def proxy(self, url: yarl.URL) -> yarl.URL | None:
+        origin = (url.scheme, url.host or "", url.port)
+        if origin not in self.proxies:
+            proxy = urllib.request.getproxies().get(url.scheme)
+            bypass = not proxy or bool(url.host and urllib.request.proxy_bypass(url.host))
+            self.proxies[origin] = None if bypass else yarl.URL(str(proxy))
+        return self.proxies[origin]
+
+
+def _clients() -> _Clients:
+    loop = asyncio.get_running_loop()
+    clients = _CLIENTS.get(loop)
+    if clients is None:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=0, limit_per_host=0, keepalive_timeout=KEPT_ALIVE_SECONDS
+            ),
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=10.0, sock_read=settings.CTXWEB_PROXY_TIMEOUT
+            ),
+            auto_decompress=False,  # relayed as the provider sent it
+            skip_auto_headers=NOT_ADDED,
+        )
+        clients = _CLIENTS[loop] = _Clients(session)
+    return clients
+
+
+async def clients_close() -> None:
+    """Close this event loop's upstream clients, if it has any (as the server stops, and as a
+    loop that lives for one call ends: WSGI's, the tests'); the next call makes others."""
+    clients = _CLIENTS.pop(asyncio.get_running_loop(), None)
+    if clients is not None:
+        await clients.session.close()
+        if clients.by_bytes is not None:
+            await clients.by_bytes.aclose()
+
+
+def _by_bytes(clients: _Clients) -> httpx.AsyncClient:
+    if clients.by_bytes is None:
+        clients.by_bytes = httpx.AsyncClient(
+            timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_ALIVE),
+            follow_redirects=False,
+        )
+    return clients.by_bytes
+
+
+@dataclass
+class _Answer:
+    """The upstream's answer as it starts: status, headers as received, and the body's raw
+    chunks as they come (undecoded); ``close`` lets its connection go (kept alive when the
+    body was read whole)."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    chunks: AsyncIterator[bytes]
+    close: Callable[[], Awaitable[None]]
+
+    def header(self, name: str) -> str:
+        wanted = name.encode("latin-1")
+        return next(
+            (v.decode("latin-1") for k, v in self.headers if k.lower() == wanted), ""
+        ).strip()
+
+
+class _BadUrl(Exception):
+    """A URL no client can send."""
+
+
+#: The bytes of a path or query sent as they are: printable ASCII but ``%`` (written as an
+#: escape when it does not start one), the rest percent-encoded.
+_URL_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%#")
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _url(base: str, rest: str, query: str) -> yarl.URL:
+    """The upstream URL, the path and query as the agent sent them: each control character
+    refused (as httpx refused it), other bytes outside printable ASCII percent-encoded."""
+    for text in (rest, query):
+        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in text):
+            raise _BadUrl("a control character or a space in the path or query")
+
+    def encoded(text: str) -> str:
+        text = _LONE_PERCENT.sub("%25", text)
+        return urllib.parse.quote(text, safe=_URL_SAFE + "%", encoding="latin-1")
+
+    url = f"{base}/{encoded(rest)}" + (f"?{encoded(query)}" if query else "")
+    try:
+        return yarl.URL(url, encoded=True)
+    except ValueError as invalid:
+        raise _BadUrl(str(invalid)) from None
+
+
+def _as_text(headers: Headers) -> Headers | None:
+    """``headers`` (each byte one character) as the text whose UTF-8 is their bytes, as aiohttp
+    writes them; None when a value's bytes are not UTF-8."""
+    if all(value.isascii() for _, value in headers):
+        return headers
+    try:
+        return [(name, value.encode("latin-1").decode("utf-8")) for name, value in headers]
+    except UnicodeDecodeError:
+        return None
+
+
+async def _send(
+    clients: _Clients, method: str, url: yarl.URL, headers: Headers, body: bytes
+) -> _Answer:
+    """Send the call upstream and wait for its answer to start."""
+    text = _as_text(headers)
+    if text is not None:
+        answer = await clients.session.request(
+            method,
+            url,
+            headers=multidict.CIMultiDict(text),
+            data=body or None,
+            allow_redirects=False,
+            proxy=clients.proxy(url),  # credentials in its URL are its authorization
+        )
+
+        async def close() -> None:
+            if answer.content.at_eof():
+                answer.release()  # read whole: its connection is kept alive
+            else:
+                answer.close()
+
+        return _Answer(answer.status, list(answer.raw_headers), answer.content.iter_any(), close)
+    client = _by_bytes(clients)
+    outgoing = client.build_request(
+        method,
+        str(url),
+        # As bytes, each character one byte, as received: httpx encodes text headers as ASCII.
+        headers=[(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers],
+        content=_sent_once(body) if body else body,
+    )
+    streamed = await client.send(outgoing, stream=True)
+    return _Answer(
+        streamed.status_code, list(streamed.headers.raw), streamed.aiter_raw(), streamed.aclose
+    )
+
+
+#: What a call that could not reach the provider fails with.
+_UNREACHABLE = (aiohttp.ClientError, httpx.HTTPError, OSError)
+
+
+def _deadline_passed(failure: BaseException) -> bool:
+    """Whether ``failure`` is a :class:`Deadline`'s: a ``TimeoutError`` (an ``OSError``) that
+    is not a client's (aiohttp's read timeout is a ``TimeoutError`` too)."""
+    return isinstance(failure, TimeoutError) and not isinstance(
+        failure, aiohttp.ClientError | httpx.HTTPError
+    )
+
+
 #: The key checks' threads, and managed mode's preparation's: apart from each other and from
 #: Django's, so that no call waits behind another caller's work on a shared thread.
 _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix="ctxweb-proxy-key")
@@ -158,22 +328,6 @@ _IN_FLIGHT: dict[int, int] = {}
 _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def _client(caller: object) -> httpx.AsyncClient:
-    """The pooled client of ``caller``'s calls on this event loop (uvicorn runs one)."""
-    loop = asyncio.get_running_loop()
-    clients = _CLIENTS.get(loop)
-    if clients is None:
-        clients = _CLIENTS[loop] = [
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_ALIVE),
-                follow_redirects=False,
-            )
-            for _ in range(UPSTREAM_POOLS)
-        ]
-    return clients[hash(caller) % len(clients)]
 
 
 def upstream(provider: str) -> str:
@@ -552,9 +706,6 @@ async def _relay(
     headers: Sequence[tuple[str, str]],
     body: bytes,
 ) -> Relayed:
-    url = f"{upstream(provider)}/{rest}"
-    if query:
-        url += "?" + query
     format = RECORDED.get((provider, rest.rstrip("/"))) if method == "POST" else None
     session = _header(headers, "x-ctxweb-session") or None
     original: tuple[str, ...] = ()
@@ -587,53 +738,46 @@ async def _relay(
         session, events = prepared.session, prepared.events
         if prepared.body != body:
             body, original = prepared.body, prepared.original
-    client = _client((key.pk, session))
     forwarded = [*_forwarded(headers), ("accept-encoding", _accept_encoding(headers))]
-    if body:  # its length said, as httpx says it for bytes (it sends an iterable chunked)
+    if body:  # its length said, as a client says it for bytes
         forwarded.append(("content-length", str(len(body))))
     try:
-        outgoing = client.build_request(
-            method,
-            url,
-            # As bytes, each character one byte, as received: httpx encodes text headers as
-            # ASCII, and an agent's header that is not (a title in Latin-1 or UTF-8) must go up
-            # unchanged.
-            headers=[(n.encode("latin-1"), v.encode("latin-1")) for n, v in forwarded],
-            content=_sent_once(body) if body else body,
-        )
-    except httpx.InvalidURL as invalid:  # a control character in the path or query, say
+        target = _url(upstream(provider), rest, query)
+    except _BadUrl as invalid:  # a control character in the path or query, say
         why = f"ctxweb: the URL cannot be relayed ({invalid})."
         return error(provider, 400, "invalid_request_error", why)
+    clients = _clients()
     seconds = settings.CTXWEB_PROXY_MAX_ANSWER_SECONDS
     deadline = Deadline(loop, loop.time() + seconds)
     try:
-        answer = await deadline.run(lambda: client.send(outgoing, stream=True))
-    except TimeoutError:
+        answer = await deadline.run(lambda: _send(clients, method, target, forwarded, body))
+    except Exception as failure:
         deadline.close()
-        logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
-        return _bad_gateway(
-            provider,
-            f"the provider did not answer within CTXWEB_PROXY_MAX_ANSWER_SECONDS ({seconds}s)",
-        )
-    except httpx.HTTPError as failure:
-        deadline.close()
+        if _deadline_passed(failure):
+            logger.warning("proxy: %s did not answer within %ss", upstream(provider), seconds)
+            return _bad_gateway(
+                provider,
+                f"the provider did not answer within CTXWEB_PROXY_MAX_ANSWER_SECONDS ({seconds}s)",
+            )
+        if not isinstance(failure, _UNREACHABLE):
+            raise
         name = type(failure).__name__
         logger.warning("proxy: %s unreachable: %s", upstream(provider), name)
         return _bad_gateway(provider, f"the provider could not be reached ({name})")
     limit = settings.CTXWEB_PROXY_MAX_ANSWER_BYTES
-    declared = answer.headers.get("content-length", "").strip()
+    declared = answer.header("content-length")
     if declared.isdigit() and int(declared) > limit:
         deadline.close()
-        await answer.aclose()
+        await answer.close()
         return _bad_gateway(
             provider,
             f"the provider's answer is {int(declared)} bytes, over"
             f" CTXWEB_PROXY_MAX_ANSWER_BYTES ({limit})",
         )
-    if not 200 <= answer.status_code < 300:
+    if not 200 <= answer.status < 300:
         format = None
-    streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
-    coding = answer.headers.get("content-encoding", "").strip().lower()
+    streamed = answer.header("content-type").startswith("text/event-stream")
+    coding = answer.header("content-encoding").lower()
     encoded = coding not in ("", "identity")
     try:
         spooled = (
@@ -655,7 +799,7 @@ async def _relay(
         )
     except BaseException:
         deadline.close()
-        await answer.aclose()
+        await answer.close()
         raise
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -667,14 +811,16 @@ async def _relay(
         size = 0
         complete = False
         events = WholeEvents() if streamed and not encoded else None
-        upstream_chunks = answer.aiter_raw()
+        upstream_chunks = answer.chunks
         try:
             while True:
                 try:
                     chunk = await deadline.run(upstream_chunks.__anext__)
                 except StopAsyncIteration:
                     break
-                except TimeoutError:
+                except TimeoutError as timeout:
+                    if not _deadline_passed(timeout):
+                        raise
                     raise AnswerStopped(
                         f"the provider's answer took over CTXWEB_PROXY_MAX_ANSWER_SECONDS"
                         f" ({seconds}s)"
@@ -711,16 +857,16 @@ async def _relay(
                     )
             finally:
                 deadline.close()
-                await answer.aclose()
+                await answer.close()
 
     # As received, read as Latin-1 (each byte one character): the bytes go back unchanged. The
     # decoded headers are UTF-8 where they can be, which the answer could not write.
     returned = [
         (name.decode("latin-1"), value.decode("latin-1"))
-        for name, value in answer.headers.raw
+        for name, value in answer.headers
         if name.decode("latin-1").lower() not in NOT_RETURNED
     ]
-    return Relayed(answer.status_code, returned, chunks())
+    return Relayed(answer.status, returned, chunks())
 
 
 #: What ends a server-sent event: a blank line, in the line endings servers write.

@@ -9,11 +9,25 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ctxweb.proxy.relay import clients_close
 from ctxweb.proxy.relay import relay as relay_call
 
 
 @csrf_exempt
 async def relay(
+    request: HttpRequest, provider: str, rest: str
+) -> HttpResponse | StreamingHttpResponse:
+    if isinstance(request, ASGIRequest):
+        return await _relay(request, provider, rest)
+    # Under WSGI this view runs in an event loop of its own that ends with it: so do the
+    # upstream clients made on it.
+    try:
+        return await _relay(request, provider, rest)
+    finally:
+        await clients_close()
+
+
+async def _relay(
     request: HttpRequest, provider: str, rest: str
 ) -> HttpResponse | StreamingHttpResponse:
     relayed = await relay_call(

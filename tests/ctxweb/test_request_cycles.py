@@ -24,7 +24,7 @@ import pytest
 
 from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn
-from ctxweb.proxy.relay import recorders_quiet
+from ctxweb.proxy.relay import clients_close, recorders_quiet
 from tests.support.builders import body, history
 from tests.support.providers import provider_stand_in
 from tests.support.world import World
@@ -130,13 +130,14 @@ def test_a_relayed_calls_body_is_freed_when_the_call_ends(world: World, settings
                 data = chat(n, stream=n == 0)
                 status, _ = await post(f"/proxy/openai/v1/{path}", headers, data)
                 statuses.append(status)
+            await clients_close()  # the loop ends here
             return statuses
 
         with collector_off():
             # streamed, whole, and relayed but not recorded (the stand-in's 404 comes back)
             assert asyncio.run(calls()) == [200, 200, 404]
             recorders_quiet()  # the recorder read the recorded calls back: done with them
-            # httpx's answer is still in a cycle with its stream, but holds nothing of the body
+            # nothing that is left of the calls holds their bodies
             _, holding = unreachable()
             assert holding == []
 

@@ -9,6 +9,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 
 from ctxweb.asgi import application
+from ctxweb.proxy.relay import clients_close
 
 
 def scope(
@@ -52,7 +53,13 @@ def serve(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    async_to_sync(application)(request, receive, send)
+    async def served() -> None:
+        try:
+            await application(request, receive, send)
+        finally:  # the loop ends with the call: so do the proxy's upstream clients made on it
+            await clients_close()
+
+    async_to_sync(served)()
     start = next(m for m in sent if m["type"] == "http.response.start")
     headers = {n.decode(): v.decode() for n, v in start["headers"]}
     return start["status"], headers, [m for m in sent if m["type"] == "http.response.body"]

@@ -5,6 +5,7 @@ its regions and reported usage; the provider's key reaches the stand-in and nowh
 
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
 import subprocess
@@ -510,3 +511,84 @@ def test_the_same_relay_answers_through_djangos_urls(
             assert answered.json()["choices"][0]["message"]["content"] == expected
     assert stand_in.headers[-1]["authorization"] == f"Bearer {PROVIDER_KEY}"
     recording_idle(close=True)  # the recorder's connection, to this test's database
+
+
+def test_only_the_agents_headers_go_upstream(
+    server: tuple[str, str, Path], stand_in: StandIn
+) -> None:
+    """No header the agent did not send (a client's User-Agent, Accept or Content-Type) is
+    added on the way up: the provider sees the agent's, with its host, the body's length and the
+    encodings both the agent and the recorder read."""
+    url, key, _ = server
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]})
+    port = int(url.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.putrequest("POST", "/proxy/openai/v1/chat/completions", skip_accept_encoding=True)
+    for name, value in (
+        ("Host", f"127.0.0.1:{port}"),
+        ("X-Ctxweb-Key", key),
+        ("X-Ctxweb-Session", "bare-headers"),
+        ("Authorization", f"Bearer {PROVIDER_KEY}"),
+        ("X-Agent-Trace", "t-1"),
+        ("Content-Length", str(len(body))),
+    ):
+        connection.putheader(name, value)
+    connection.endheaders(body.encode())
+    answer = connection.getresponse()
+    assert answer.status == 200, answer.read()
+    answer.read()
+    connection.close()
+    assert set(stand_in.headers[-1]) == {
+        "host",
+        "authorization",
+        "x-agent-trace",
+        "content-length",
+        "accept-encoding",
+    }
+    assert stand_in.headers[-1]["accept-encoding"] == "identity"
+    assert stand_in.headers[-1]["content-length"] == str(len(body))
+    settle(url, key, "bare-headers", 1)
+
+
+def test_the_upstream_url_keeps_the_agents_path_and_query_as_sent() -> None:
+    from ctxweb.proxy import relay
+
+    base = "http://upstream.test/v1"
+    assert str(relay._url(base, "files/a%2Fb", "x=%20y&z=1")) == (
+        "http://upstream.test/v1/files/a%2Fb?x=%20y&z=1"
+    )
+    # a byte outside ASCII (each byte one character, as the server gave it) is percent-encoded
+    assert str(relay._url(base, "files/caf\xe9", "")) == "http://upstream.test/v1/files/caf%E9"
+    # a lone % is written as an escape
+    assert str(relay._url(base, "files/50%", "")) == "http://upstream.test/v1/files/50%25"
+    for bad in (("chat/comp\x7fletions", ""), ("chat/completions", "debug=\x7f"), ("a b", "")):
+        with pytest.raises(relay._BadUrl):
+            relay._url(base, *bad)
+
+
+def test_the_upstream_is_reached_through_the_environments_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HTTP(S)_PROXY`` and ``NO_PROXY`` are honoured (read once per upstream)."""
+    import asyncio
+
+    import yarl
+
+    from ctxweb.proxy import relay
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+
+    async def proxies() -> tuple[Any, Any]:
+        clients = relay._clients()
+        try:
+            return (
+                clients.proxy(yarl.URL("https://api.openai.com/v1")),
+                clients.proxy(yarl.URL("http://127.0.0.1:9000/v1")),
+            )
+        finally:
+            await relay.clients_close()
+
+    far, near = asyncio.run(proxies())
+    assert far == yarl.URL("http://user:secret@proxy.internal:3128")
+    assert near is None
