@@ -33,8 +33,8 @@ from ctxweb.api.access import require_access, require_session
 from ctxweb.api.errors import ApiError
 from ctxweb.contexts.selectors import attribution as attribution_selectors
 from ctxweb.contexts.services.attribution import (
-    attribution_catch_up,
-    attribution_catch_up_project,
+    attribution_behind,
+    attribution_behind_project,
 )
 from ctxweb.tables import (
     DEFAULT_DAYS,
@@ -76,8 +76,9 @@ class SessionAttributionApi(APIView):
     def get(self, request: Request, external_id: str) -> Response | HttpResponse:
         session = require_session(require_access(request), external_id)
         table = _table(request, SESSION_TABLE_COLUMNS)
-        attribution_catch_up(session_id=session.pk)
+        behind = attribution_behind(session_id=session.pk)
         data = attribution_selectors.session_attribution(session=session)
+        data["unattributed_turns"] = behind
         if table is not None:
             name = f"{session.external_id}-attribution-{table}"
             return csv_download(name=name, columns=SESSION_TABLE_COLUMNS[table], rows=data[table])
@@ -131,8 +132,9 @@ class OverviewApi(APIView):
         access = require_access(request)
         filters = overview_filters(request)
         table = _table(request, OVERVIEW_TABLE_COLUMNS)
-        attribution_catch_up_project(project=access.project)
+        behind = attribution_behind_project(project=access.project)
         data = attribution_selectors.project_overview(project=access.project, **filters)
+        data["unattributed_turns"] = behind
         if table is None:
             return Response(data)
         if table == "days":
@@ -184,10 +186,11 @@ class OverviewItemsApi(APIView):
                 fields={"label": f"1 to {MAX_LABEL_CHARS} characters"},
             )
         table = _table(request, {"sessions": ITEM_SESSION_COLUMNS})
-        attribution_catch_up_project(project=access.project)
+        behind = attribution_behind_project(project=access.project)
         data = attribution_selectors.overview_item_sessions(
             project=access.project, category=category, label=label, **filters
         )
+        data["unattributed_turns"] = behind
         if table is None:
             return Response(data)
         name = f"overview-{category}-sessions-{filters['start'].isoformat()}"

@@ -24,8 +24,8 @@ from django.utils import timezone
 from ctxweb.contexts.selectors import USED_REGIONS
 from ctxweb.contexts.selectors import attribution as attribution_selectors
 from ctxweb.contexts.services.attribution import (
-    attribution_catch_up,
-    attribution_catch_up_project,
+    attribution_behind,
+    attribution_behind_project,
 )
 from ctxweb.front.access import page_access, page_session
 from ctxweb.front.turns import GROUPED
@@ -182,11 +182,12 @@ def overview(request: HttpRequest) -> HttpResponse:
     access = page_access(request)
     # Days are UTC days, as the rollups count them.
     filters, errors = overview_filters(request.GET, today=timezone.now().astimezone(UTC).date())
-    attribution_catch_up_project(project=access.project)
+    behind = attribution_behind_project(project=access.project)
     data = attribution_selectors.project_overview(
         project=access.project,
         **_selected(filters),
     )
+    data["unattributed_turns"] = behind
     days = every_day(data["days"], start=filters["start"], end=filters["end"])
     tables: dict[str, list[dict[str, Any]]] = {
         **data["top"],
@@ -283,13 +284,14 @@ def overview_items(request: HttpRequest) -> HttpResponse:
         problem = f"Which name? A name of the list, 1 to {MAX_LABEL_CHARS} characters."
     data = None
     if problem is None:
-        attribution_catch_up_project(project=access.project)
+        behind = attribution_behind_project(project=access.project)
         data = attribution_selectors.overview_item_sessions(
             project=access.project,
             category=category,
             label=label,
             **_selected(filters),
         )
+        data["unattributed_turns"] = behind
     if request.GET.get("format") == "csv":
         if data is None:
             return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
@@ -361,8 +363,9 @@ def session_attribution(request: HttpRequest, external_id: str) -> HttpResponse:
     """``/sessions/<id>/attribution/``: what grew a session's context and what it carried."""
     access = page_access(request)
     session = page_session(access, external_id)
-    attribution_catch_up(session_id=session.pk)
+    behind = attribution_behind(session_id=session.pk)
     data = attribution_selectors.session_attribution(session=session)
+    data["unattributed_turns"] = behind
     if request.GET.get("format") == "csv":
         return _csv_table(
             request, SESSION_TABLES, data, lambda t: f"{session.external_id}-attribution-{t}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -68,6 +69,8 @@ from ctxweb.contexts.services._sql import (
 )
 from ctxweb.contexts.services.counting import counter_for, counting_scope
 from ctxweb.contexts.services.pricing import model_prices
+
+logger = logging.getLogger(__name__)
 
 #: The negative positions of what is not a message: the request's own overhead, the top-level
 #: system prompt, the tool definitions, the provider's reported remainder.
@@ -963,6 +966,33 @@ def attribution_catch_up_project(*, project: Project) -> int:
     )
 
 
+def attribution_behind(*, session_id: int) -> int:
+    """For a reader of session ``session_id``'s rollups: :func:`attribution_catch_up`, then how
+    many of its turns they still lack (0 but when catching up failed: the failure is logged and
+    the rollups are read as they are, never the reader's error)."""
+    try:
+        attribution_catch_up(session_id=session_id)
+        return 0
+    except Exception:
+        logger.exception("attribution: session %s could not be caught up", session_id)
+    left = (
+        Session.objects.filter(pk=session_id)
+        .values_list(F("turn_count") - F("attributed_turns"), flat=True)
+        .first()
+    )
+    return max(0, left or 0)
+
+
+def attribution_behind_project(*, project: Project) -> int:
+    """:func:`attribution_behind` for each of ``project``'s sessions that needs it; the turns
+    the project's rollups still lack."""
+    behind = Session.objects.filter(project=project, attributed_turns__lt=F("turn_count"))
+    return sum(
+        attribution_behind(session_id=pk)
+        for pk in behind.order_by("pk").values_list("pk", flat=True)
+    )
+
+
 def _attribution_locked(session_id: int, turn: Turn | None) -> tuple[int, int, bool] | None:
     """Lock session ``session_id`` (on SQLite the transaction holds the database's write lock
     already) and read its ``attributed_turns``, ``turn_count`` and whether ``turn`` (as ingest
@@ -1075,6 +1105,8 @@ def _session_walk(
 __all__ = [
     "PendingTurn",
     "TurnWrites",
+    "attribution_behind",
+    "attribution_behind_project",
     "attribution_catch_up",
     "attribution_catch_up_project",
     "attribution_rebuild",

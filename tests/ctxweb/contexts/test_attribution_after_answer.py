@@ -15,6 +15,7 @@ from django.db import transaction
 
 from ctxweb.afterwards import answers_pending, run_all
 from ctxweb.contexts.models import AttributionItem, Session, Turn
+from ctxweb.contexts.services import attribution as attribution_service
 from ctxweb.contexts.services import ingest as ingest_service
 from ctxweb.contexts.services.attribution import attribution_catch_up, attribution_rebuild
 from tests.support.asgi import payload, scope, serve
@@ -177,3 +178,39 @@ def test_a_turn_posted_to_the_server_is_attributed_after_its_answer(
     outputs = AttributionItem.objects.filter(session=posted, region="tool_results")
     assert turn.regions["tool_results"] > 0
     assert sum(row.tokens_now for row in outputs) == turn.regions["tool_results"]
+
+
+@pytest.mark.django_db
+def test_a_turn_that_cannot_be_attributed_leaves_the_readers_answering(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A turn whose attribution fails every time: the pages and the API answer with the rollups
+    they have and say how many turns they lack; the failure is logged, and tried again on the
+    next read (once it passes, nothing is lacking)."""
+    ingest(world, "fine", TURN_0)
+    ingest_answered(world, "poisoned", TURN_0)
+    ingest_answered(world, "poisoned", TURN_1)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("a turn nobody can attribute")
+
+    monkeypatch.setattr(attribution_service, "_session_walk", broken)
+    api = world.api(world.ingest_key)
+    answer = api.get("/api/v1/sessions/poisoned/attribution")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["unattributed_turns"] == 2
+    overview = api.get("/api/v1/overview")
+    assert overview.status_code == 200, overview.content
+    assert overview.json()["unattributed_turns"] == 2
+    assert "could not be caught up" in caplog.text
+    owner = world.login(world.owner)
+    for path in ("/sessions/poisoned/attribution/", "/overview/"):
+        page = owner.get(path)
+        assert page.status_code == 200, path
+        assert b'id="unattributed"' in page.content, path
+        assert b"2 turns are not in these figures" in page.content, path
+    monkeypatch.undo()
+    healed = api.get("/api/v1/sessions/poisoned/attribution").json()
+    assert healed["unattributed_turns"] == 0
+    assert healed["turns"] == 2
+    assert b'id="unattributed"' not in owner.get("/sessions/poisoned/attribution/").content
