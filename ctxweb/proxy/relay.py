@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import http.cookiejar
 import json
 import logging
 import re
@@ -138,7 +139,7 @@ class Relayed:
 _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Clients] = (
     weakref.WeakKeyDictionary()
 )
-#: Idle upstream connections kept, and for how long unused.
+#: Idle upstream connections kept (httpx's), and for how long unused (both clients').
 KEPT_ALIVE = 64
 KEPT_ALIVE_SECONDS = 5.0
 #: Headers aiohttp would add to a request that goes upstream: a relayed request carries the
@@ -182,6 +183,7 @@ def _clients() -> _Clients:
             ),
             auto_decompress=False,  # relayed as the provider sent it
             skip_auto_headers=NOT_ADDED,
+            cookie_jar=aiohttp.DummyCookieJar(),  # see _no_cookies
         )
         clients = _CLIENTS[loop] = _Clients(session)
     return clients
@@ -203,8 +205,16 @@ def _by_bytes(clients: _Clients) -> httpx.AsyncClient:
             timeout=httpx.Timeout(settings.CTXWEB_PROXY_TIMEOUT, connect=10.0),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_ALIVE),
             follow_redirects=False,
+            cookies=_no_cookies(),
         )
     return clients.by_bytes
+
+
+def _no_cookies() -> http.cookiejar.CookieJar:
+    """A cookie jar that keeps nothing: a client shared by every caller must never send one
+    caller's cookie from the provider (its edge's bot-management token, say) with another's
+    call. The caller gets the ``Set-Cookie`` itself, with the rest of the answer."""
+    return http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 @dataclass

@@ -29,6 +29,10 @@ from tests.support.servers import create_key, embedded_env, live_server
 NOTE = "réponse ✓ 答".encode()
 #: What each call's ``X-Agent-Note`` was, as the upstream received it.
 RECEIVED: list[bytes] = []
+#: The ``Cookie`` header of each call, as the upstream received it (None: none came).
+COOKIES: list[str | None] = []
+#: The ``Set-Cookie`` header of each answer, as the caller received it.
+SET_COOKIES: list[str | None] = []
 
 
 class Upstream(BaseHTTPRequestHandler):
@@ -43,6 +47,7 @@ class Upstream(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         # the headers are parsed as Latin-1: the characters are the bytes received
         RECEIVED.append((self.headers.get("X-Agent-Note") or "").encode("latin-1"))
+        COOKIES.append(self.headers.get("Cookie"))
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
         message = {"role": "assistant", "content": "Fine."}
         if request.get("stream"):
@@ -69,6 +74,8 @@ class Upstream(BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind)
         # send_header writes Latin-1: these characters are NOTE's bytes.
         self.send_header("X-Upstream-Note", NOTE.decode("latin-1"))
+        # as providers' edges set them (Cloudflare's __cf_bm on api.openai.com): for the caller
+        self.send_header("Set-Cookie", "__cf_bm=for-this-caller; Path=/; HttpOnly")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -82,7 +89,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     thread.start()
     env = embedded_env(
         tmp_path_factory.mktemp("headers"),
-        CTXWEB_UPSTREAM_OPENAI=f"http://127.0.0.1:{upstream.server_address[1]}/v1",
+        # a name, not an address: a client's cookie jar keeps no cookie of an IP address
+        CTXWEB_UPSTREAM_OPENAI=f"http://localhost:{upstream.server_address[1]}/v1",
         CTXWEB_RATE_LIMIT="",
     )
     key = create_key(env, role="ingest")
@@ -110,6 +118,7 @@ def call(url: str, key: str, session: str, *, stream: bool, note: bytes = b"") -
     connection.close()
     assert answer.status == 200, content[:300]
     assert b"Fine." in content
+    SET_COOKIES.append(answer.getheader("Set-Cookie"))
     return (answer.getheader("X-Upstream-Note") or "").encode("latin-1")
 
 
@@ -187,3 +196,18 @@ def test_it_refuses_a_url_no_client_can_send_and_relays_nothing(
     # would reach it)
     assert content == b"Invalid HTTP request received."
     assert len(RECEIVED) == before
+
+
+@pytest.mark.parametrize(
+    "note", [b"", "caf\u00e9".encode("latin-1")], ids=["aiohttp", "httpx (a Latin-1 header)"]
+)
+def test_an_upstreams_cookie_goes_to_its_caller_and_to_no_other_call(
+    server: tuple[str, str], note: bytes
+) -> None:
+    """The proxy's clients keep no cookies: one caller's cookie from the provider (a session,
+    a bot-management token) never rides on another caller's call."""
+    url, key = server
+    for n in range(3):
+        call(url, key, f"cookies-{len(note)}-{n}", stream=bool(n % 2), note=note)
+        assert COOKIES[-1] is None
+        assert SET_COOKIES[-1] == "__cf_bm=for-this-caller; Path=/; HttpOnly"
