@@ -592,3 +592,30 @@ def test_the_upstream_is_reached_through_the_environments_proxy(
     far, near = asyncio.run(proxies())
     assert far == yarl.URL("http://user:secret@proxy.internal:3128")
     assert near is None
+
+
+def test_the_servers_lifespan_closes_the_upstream_clients() -> None:
+    import asyncio
+
+    from ctxweb.proxy import relay
+    from ctxweb.proxy.app import lifespan
+
+    async def served() -> tuple[list[str], bool, bool]:
+        messages = asyncio.Queue[dict[str, Any]]()
+        sent: list[str] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message["type"])
+
+        running = asyncio.ensure_future(lifespan({"type": "lifespan"}, messages.get, send))
+        await messages.put({"type": "lifespan.startup"})
+        clients = relay._clients()  # a call made them
+        await messages.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(running, 10)
+        loop = asyncio.get_running_loop()
+        return sent, clients.session.closed, loop in relay._CLIENTS
+
+    sent, closed, kept = asyncio.run(served())
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert closed
+    assert not kept
