@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -956,16 +957,6 @@ def attribution_catch_up(*, session_id: int, pending: PendingTurn | None = None)
         return done
 
 
-def attribution_catch_up_project(*, project: Project) -> int:
-    """:func:`attribution_catch_up` for each of ``project``'s sessions that needs it; returns
-    the turns attributed."""
-    behind = Session.objects.filter(project=project, attributed_turns__lt=F("turn_count"))
-    return sum(
-        attribution_catch_up(session_id=pk)
-        for pk in behind.order_by("pk").values_list("pk", flat=True)
-    )
-
-
 def attribution_behind(*, session_id: int) -> int:
     """For a reader of session ``session_id``'s rollups: :func:`attribution_catch_up`, then how
     many of its turns they still lack (0 but when catching up failed: the failure is logged and
@@ -983,14 +974,30 @@ def attribution_behind(*, session_id: int) -> int:
     return max(0, left or 0)
 
 
-def attribution_behind_project(*, project: Project) -> int:
-    """:func:`attribution_behind` for each of ``project``'s sessions that needs it; the turns
-    the project's rollups still lack."""
-    behind = Session.objects.filter(project=project, attributed_turns__lt=F("turn_count"))
-    return sum(
-        attribution_behind(session_id=pk)
-        for pk in behind.order_by("pk").values_list("pk", flat=True)
+#: How long a reader of a project's rollups spends catching its sessions up before it reads them
+#: as they are: the sessions left are counted as lacking turns, and the next read goes on. (A
+#: session is behind only when the work after an answer did not run or failed: a process stopped
+#: first, a turn nobody can attribute.)
+CATCH_UP_SECONDS = 2.0
+
+
+def attribution_behind_project(*, project: Project, seconds: float = CATCH_UP_SECONDS) -> int:
+    """:func:`attribution_behind` for each of ``project``'s sessions that needs it, oldest first,
+    for at most ``seconds``; the turns the project's rollups still lack."""
+    deadline = time.monotonic() + seconds
+    behind = list(
+        Session.objects.filter(project=project, attributed_turns__lt=F("turn_count"))
+        .annotate(lacking=F("turn_count") - F("attributed_turns"))
+        .order_by("pk")
+        .values_list("pk", "lacking")
     )
+    left = 0
+    for pk, lacking in behind:
+        if time.monotonic() < deadline:
+            left += attribution_behind(session_id=pk)
+        else:
+            left += lacking
+    return left
 
 
 def _attribution_locked(session_id: int, turn: Turn | None) -> tuple[int, int, bool] | None:
@@ -1108,7 +1115,6 @@ __all__ = [
     "attribution_behind",
     "attribution_behind_project",
     "attribution_catch_up",
-    "attribution_catch_up_project",
     "attribution_rebuild",
     "attribution_turn_writes",
     "item_key",

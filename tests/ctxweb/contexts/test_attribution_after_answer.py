@@ -208,9 +208,23 @@ def test_a_turn_that_cannot_be_attributed_leaves_the_readers_answering(
         page = owner.get(path)
         assert page.status_code == 200, path
         assert b'id="unattributed"' in page.content, path
-        assert b"2 turns are not in these figures" in page.content, path
+        assert b"2 turns are not in these figures yet" in page.content, path
     monkeypatch.undo()
     healed = api.get("/api/v1/sessions/poisoned/attribution").json()
     assert healed["unattributed_turns"] == 0
     assert healed["turns"] == 2
     assert b'id="unattributed"' not in owner.get("/sessions/poisoned/attribution/").content
+
+
+@pytest.mark.django_db
+def test_a_projects_reader_catches_up_for_a_bounded_time(world: World) -> None:
+    """Past its time, the overview's catch-up counts the sessions left as lacking their turns,
+    and the next read goes on with them."""
+    ingest_answered(world, "first", TURN_0)
+    ingest_answered(world, "second", TURN_0)
+    ingest_answered(world, "second", TURN_1)
+    assert attribution_service.attribution_behind_project(project=world.project, seconds=0) == 3
+    assert session(world, "first").attributed_turns == 0
+    assert attribution_service.attribution_behind_project(project=world.project) == 0
+    assert session(world, "first").attributed_turns == 1
+    assert session(world, "second").attributed_turns == 2
