@@ -90,15 +90,15 @@ def _prefix_digests(hashes: Sequence[str]) -> list[str]:
     return digests
 
 
-#: The last recorded call's messages and their identities, per key and named session (a key's
-#: unnamed calls share one slot), at most :data:`IDENTITIES_KEPT` of them and
+#: The last recorded call's messages and their identities, per key, named session (a key's
+#: unnamed calls share one) and first message, at most :data:`IDENTITIES_KEPT` of them and
 #: :data:`IDENTITIES_BYTES` of request bodies: a call repeats its conversation's previous call,
 #: whose messages' identities are reused where the messages are the same (a comparison in C,
 #: where an identity is the message's JSON written and hashed). A conversation of a few hundred
 #: messages spent a third of its recording on identities. A call of more than a quarter of
 #: the bytes is not kept; the messages kept hold their texts, about 1.3 times their bodies' size
 #: in a recorder (a 0.9 MB chat request of 450 messages: 0.27 MB of objects besides its text).
-_IDENTITIES: OrderedDict[tuple[int, str], tuple[tuple[Message, ...], tuple[str, ...], int]] = (
+_IDENTITIES: OrderedDict[tuple[int, str, str], tuple[tuple[Message, ...], tuple[str, ...], int]] = (
     OrderedDict()
 )
 _IDENTITIES_LOCK = threading.Lock()
@@ -110,19 +110,25 @@ def _identities(
     key_id: int, session: str | None, messages: Sequence[Message], size: int
 ) -> tuple[str, ...]:
     """The identities of ``messages`` (a call of ``size`` bytes), those the key's last call to
-    ``session`` had in common with it reused (:data:`_IDENTITIES`)."""
-    slot = (key_id, session or "")
+    ``session`` that began with the same message had in common with it reused
+    (:data:`_IDENTITIES`). The first message tells apart a session's main calls from its side
+    calls (a title, a summary), which come between them: each finds its own last call."""
+    if not messages:
+        return ()
+    first = message_identity(messages[0])
+    slot = (key_id, session or "", first)
     with _IDENTITIES_LOCK:
         known = _IDENTITIES.get(slot)
-    reused: tuple[str, ...] = ()
+    same = 1
     if known is not None:
         before, identities, _ = known
         limit = min(len(messages), len(before))
-        same = 0
         while same < limit and _same_message(messages[same], before[same]):
             same += 1
         reused = identities[:same]
-    found = reused + tuple(message_identity(m) for m in messages[len(reused) :])
+    else:
+        reused = (first,)
+    found = reused + tuple(message_identity(m) for m in messages[same:])
     if size <= IDENTITIES_BYTES // 4:
         with _IDENTITIES_LOCK:
             _IDENTITIES.pop(slot, None)

@@ -213,3 +213,25 @@ def test_the_identities_kept_are_bounded_in_calls_and_bytes(
     # c, d (100 each), e, g, h, i, j (250 each) are over 1000: the oldest go until they are not
     assert [slot[1] for slot in proxying._IDENTITIES] == ["g", "h", "i", "j"]
     assert sum(entry[2] for entry in proxying._IDENTITIES.values()) == 1000
+
+
+def test_a_side_call_between_two_main_calls_does_not_cost_the_next_its_identities(
+    identities: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's side calls (a title, a summary: another first message) come between its main
+    calls: the next main call still reuses the last main call's identities."""
+    computed: list[Message] = []
+    real = proxying.message_identity
+
+    def counted(message: Message) -> str:
+        computed.append(message)
+        return real(message)
+
+    monkeypatch.setattr(proxying, "message_identity", counted)
+    main = [f"main {n}" for n in range(10)]
+    proxying._identities(KEY, "s", chat(*main), 100)
+    proxying._identities(KEY, "s", chat("Write a title for this conversation.", "x"), 100)
+    computed.clear()
+    later = chat(*main, "one more")
+    assert proxying._identities(KEY, "s", later, 100) == tuple(real(m) for m in later)
+    assert computed == [later[0], later[-1]]  # the first (which slot) and the new one
