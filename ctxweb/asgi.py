@@ -17,6 +17,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from ctxweb.contexts.events import relay_from_started_processes  # noqa: E402
 from ctxweb.contexts.services.preparing import preparers_start  # noqa: E402
 
 # Calls a previous process relayed and did not get to queue are recorded now; in the embedded
@@ -30,6 +31,8 @@ from ctxweb.serving import GC_THRESHOLDS, ThreadedDjangoApplication, tune_alloca
 
 # Large freed blocks go back to the system (before this process's threads start allocating).
 tune_allocator()
+# The live events of the processes started below reach this process's WebSockets.
+relay_from_started_processes()
 recordings_start()
 # Managed calls are prepared in processes of their own (never holding this one's interpreter lock).
 preparers_start()

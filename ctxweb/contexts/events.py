@@ -13,7 +13,9 @@ Live updates resume by themselves once Redis answers again; stored data never de
 
 Sends to Redis run on one event loop per process, in a thread of its own, so every publish reuses
 that loop and its connections (instead of a new thread, loop and connection each). With the
-in-memory layer, an event for a session nobody in this process watches costs nothing.
+in-memory layer, an event for a session nobody in this process watches costs nothing; a process
+the web process started (a recorder, a preparer) sends its events to the web process's layer
+(:mod:`ctxweb.contexts.events_relay`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from ctxweb.contexts.events_relay import relay_send, relay_start, relay_target
 from ctxweb.contexts.models import Operation, Replay, Session, Turn
 
 logger = logging.getLogger(__name__)
@@ -75,6 +78,14 @@ def _other_thread_of(loop: asyncio.AbstractEventLoop | None) -> bool:
         return asyncio.get_running_loop() is not loop
     except RuntimeError:  # no loop running in this thread
         return True
+
+
+def relay_from_started_processes() -> None:
+    """In a web process with the in-memory layer: publish here the events of the processes it
+    starts from now on (recorders, preparers: :mod:`ctxweb.contexts.events_relay`), which have
+    no layer of their own that a page listens to."""
+    if isinstance(get_channel_layer(), InMemoryChannelLayer):
+        relay_start(_publish)
 
 
 def session_group(session_id: int) -> str:
@@ -124,6 +135,9 @@ def _publish(group: str, message: Mapping[str, Any], kind: str) -> bool:
             return False
         payload = {"type": kind, "event": dict(message)}
         if isinstance(layer, InMemoryChannelLayer):
+            target = relay_target()
+            if target is not None:  # a process the web process started: its layer is there
+                return relay_send(target, group, message, kind)
             if not getattr(layer, "groups", {}).get(group):
                 return True  # nobody in this process watches the session: nothing to send
             loop = _SERVING_LOOP
