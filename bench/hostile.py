@@ -181,8 +181,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+#: The server's helper processes, which serve its requests (counted in its memory): its preparers
+#: and its capturers, ``manage.py <command> --parent <its pid>``.
+HELPERS = (b"prepare_calls", b"receive_telemetry")
+
+
+def helpers(parent: int) -> list[int]:
+    """The pids of ``parent``'s helper processes (:data:`HELPERS`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(name in argv for name in HELPERS) and b"--parent" in argv:
+            at = argv.index(b"--parent") + 1
+            if at < len(argv) and argv[at] == str(parent).encode():
+                found.append(int(entry.name))
+    return found
+
+
 class Memory:
-    """The server process's ``VmRSS`` every 200 ms, and its ``VmHWM`` when asked."""
+    """The server's memory: its web process's ``VmRSS`` and its helper processes' (preparers,
+    capturers), summed, every 200 ms, and their summed ``VmHWM`` when asked (each process's own
+    peak: at least the peak of the sum)."""
 
     def __init__(self) -> None:
         self.pid = 0
@@ -203,14 +227,20 @@ class Memory:
         return 0.0
 
     def _run(self) -> None:
+        found: list[int] = []
+        scanned = 0.0
         while self.running:
+            if time.monotonic() - scanned > 1:  # helpers started again after a kill
+                found, scanned = helpers(self.pid), time.monotonic()
             rss = self.read(self.pid, "VmRSS")
             if rss:
+                rss += sum(self.read(pid, "VmRSS") for pid in found)
                 self.samples.append((time.time(), rss))
             time.sleep(0.2)
 
     def high_water(self) -> None:
-        self.peaks.append(self.read(self.pid, "VmHWM"))
+        pids = [self.pid, *helpers(self.pid)]
+        self.peaks.append(sum(self.read(pid, "VmHWM") for pid in pids))
 
 
 class Recorders:
@@ -903,7 +933,8 @@ def main() -> None:
             f" OTLP exports back to back and one gzip bomb; the server's process group killed"
             f" (SIGKILL) at {args.kill_at:.0f} s and started again on the same port and data,"
             f" callers sending a failed call again. Health checked every 50 ms on a new"
-            f" connection; memory is the web process's VmRSS every 200 ms and VmHWM; a call is"
+            f" connection; memory is the web process's and its preparers' and capturers' summed"
+            f" VmRSS every 200 ms and summed VmHWM; a call is"
             f" seen when its session's turn count, polled every 250 ms through the API,"
             f" reaches it, and recorded when its turn was stored (the turn's created_at: the"
             f" verdict's; the API's answers lag behind a loaded web process and stop while it"

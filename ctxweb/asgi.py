@@ -17,6 +17,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from ctxweb.capturers import capturers_start  # noqa: E402
 from ctxweb.contexts.events import relay_from_started_processes  # noqa: E402
 from ctxweb.contexts.services.preparing import preparers_start  # noqa: E402
 
@@ -34,8 +35,10 @@ tune_allocator()
 # The live events of the processes started below reach this process's WebSockets.
 relay_from_started_processes()
 recordings_start()
-# Managed calls are prepared in processes of their own (never holding this one's interpreter lock).
+# Managed calls are prepared, and telemetry received, in processes of their own (never holding this
+# one's interpreter lock).
 preparers_start()
+capturers_start()
 
 if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
     # The embedded shape has no Celery beat: retention runs in this process.

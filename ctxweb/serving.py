@@ -16,7 +16,9 @@ No caller waits behind another kind of work (issue 33):
 - **Pages and the API** run on ``CTXWEB_HTTP_THREADS`` threads; the **telemetry receivers**
   (OTLP's ``/v1/traces``, Langfuse's ``/api/public/...``), which exporters may flood, on
   ``CTXWEB_CAPTURE_THREADS`` of their own: a flood of exports queues behind itself, never in front
-  of a page or ``/api/v1/health``.
+  of a page or ``/api/v1/health``. Those threads hand each request to a capturer process
+  (:mod:`ctxweb.capturers`) when the web process started them, so that the receivers' work
+  never holds this process's interpreter lock.
 - **A streaming response** (exports, artifacts) is produced on a third pool,
   ``CTXWEB_STREAM_THREADS``, chunk by chunk as the client takes it: the server's ``send`` waits
   while the client's socket is full (backpressure, so memory holds a chunk, never the answer), and
@@ -228,6 +230,36 @@ def finish(response: Any) -> None:
         rendering.clear()
 
 
+def respond(handler: WSGIHandler, environ: dict[str, Any]) -> tuple[int, Headers, Any, list[Work]]:
+    """In a pool thread: the whole request, and its response closed in the same thread
+    (``request_finished``, which closes or keeps the thread's database connection); or a
+    streaming response, returned unread (:meth:`_stream` reads and closes it), the
+    thread's connection released as ``request_finished`` would. Last, the work the request
+    left for after its answer (:func:`ctxweb.afterwards.after_answer`)."""
+    started: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> Any:
+        started[:] = [
+            int(status.split(" ", 1)[0]),
+            [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in headers],
+        ]
+        return lambda data: None  # the legacy write(): Django never calls it
+
+    with answers_pending() as later:
+        try:
+            response = handler(environ, start_response)
+        except Exception:  # Django turns a view's errors into responses; this is ours
+            logger.exception("serving: the request failed outside Django's handler")
+            return (*_FAILED, later)
+        if getattr(response, "streaming", False):
+            close_old_connections()  # what request_finished does, in this thread
+            return started[0], started[1], response, later
+        try:
+            return started[0], started[1], b"".join(_chunks(response)), later
+        finally:
+            finish(response)
+
+
 class ThreadedDjangoApplication:
     """An ASGI application serving Django's HTTP requests on fixed pools of threads."""
 
@@ -262,14 +294,17 @@ class ThreadedDjangoApplication:
             body.seek(0)
             loop = asyncio.get_running_loop()
             environ = environ_for(scope, body, size)
-            executor = (
-                self.capture_executor
-                if environ["PATH_INFO"].startswith(CAPTURE_PATHS)
-                else self.executor
-            )
-            status, headers, content, later = await loop.run_in_executor(
-                executor, self._respond, environ
-            )
+            capture = environ["PATH_INFO"].startswith(CAPTURE_PATHS)
+            executor = self.capture_executor if capture else self.executor
+            if capture and _capturers().capturers_running():  # by a process of its own
+                status, headers, content = await loop.run_in_executor(
+                    executor, _capturers().capture_elsewhere, environ
+                )
+                later: list[Work] = []
+            else:
+                status, headers, content, later = await loop.run_in_executor(
+                    executor, self._respond, environ
+                )
         if not isinstance(content, bytes):  # a streaming response: produced on its own pool
             await loop.run_in_executor(
                 self.stream_executor, self._stream, content, status, headers, loop, send, later
@@ -285,33 +320,7 @@ class ThreadedDjangoApplication:
                 await loop.run_in_executor(executor, run_all, later)
 
     def _respond(self, environ: dict[str, Any]) -> tuple[int, Headers, Any, list[Work]]:
-        """In a pool thread: the whole request, and its response closed in the same thread
-        (``request_finished``, which closes or keeps the thread's database connection); or a
-        streaming response, returned unread (:meth:`_stream` reads and closes it), the
-        thread's connection released as ``request_finished`` would. Last, the work the request
-        left for after its answer (:func:`ctxweb.afterwards.after_answer`)."""
-        started: list[Any] = []
-
-        def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> Any:
-            started[:] = [
-                int(status.split(" ", 1)[0]),
-                [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in headers],
-            ]
-            return lambda data: None  # the legacy write(): Django never calls it
-
-        with answers_pending() as later:
-            try:
-                response = self.handler(environ, start_response)
-            except Exception:  # Django turns a view's errors into responses; this is ours
-                logger.exception("serving: the request failed outside Django's handler")
-                return (*_FAILED, later)
-            if getattr(response, "streaming", False):
-                close_old_connections()  # what request_finished does, in this thread
-                return started[0], started[1], response, later
-            try:
-                return started[0], started[1], b"".join(_chunks(response)), later
-            finally:
-                finish(response)
+        return respond(self.handler, environ)
 
     @staticmethod
     def _stream(
@@ -351,6 +360,12 @@ class ThreadedDjangoApplication:
             finish(response)
             if later:
                 run_all(later)
+
+
+def _capturers() -> Any:
+    from ctxweb import capturers  # which serves its requests with this module's handler
+
+    return capturers
 
 
 class ClientStalled(Exception):

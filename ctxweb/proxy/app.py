@@ -141,24 +141,25 @@ async def _reachable(scope: Scope, send: Send) -> None:
 
 async def _body(receive: Receive) -> bytes | None:
     """The whole request body (``None`` if the caller left before it arrived): as it came when
-    it came in one message, else grown in one buffer as its pieces arrive (each let go at once,
-    not kept in a list until the end) and copied out once."""
+    it came in one message, else its pieces joined once at the end (one copy of the body, into
+    one allocation: grown in a buffer, then copied out of it, a 24 MB managed call was mapped
+    and copied twice, page by page, on the event loop)."""
     message = await receive()
     if message["type"] == "http.disconnect":
         return None
     body = message.get("body", b"")
     if not message.get("more_body"):
         return bytes(body)
-    buffer = bytearray(body)
-    del body, message
+    pieces = [body]
+    del body
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        buffer += message.get("body", b"")
+        pieces.append(message.get("body", b""))
         if not message.get("more_body"):
             break
-    return bytes(buffer)  # the buffer goes with this frame: one copy of the body from here on
+    return b"".join(pieces)  # the pieces go with this frame: one copy of the body from here on
 
 
 async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:

@@ -356,6 +356,12 @@ CTXWEB_HTTP_THREADS = envint("CTXWEB_HTTP_THREADS", 16)
 #: in front of a page; and threads producing streaming responses (exports, artifacts) as their
 #: clients take them.
 CTXWEB_CAPTURE_THREADS = envint("CTXWEB_CAPTURE_THREADS", 4)
+#: The telemetry receivers run in this many processes of each web process's own (ctxweb.capturers:
+#: never holding its interpreter lock), CTXWEB_CAPTURE_THREADS requests at once each (0: on the
+#: web process's threads). A request a capturer has not answered within CTXWEB_CAPTURE_SECONDS
+#: (or that it died with) is answered 503, Retry-After 1.
+CTXWEB_CAPTURE_PROCESSES = envint("CTXWEB_CAPTURE_PROCESSES", 1)
+CTXWEB_CAPTURE_SECONDS = envfloat("CTXWEB_CAPTURE_SECONDS", 120.0)
 CTXWEB_STREAM_THREADS = envint("CTXWEB_STREAM_THREADS", 16)
 CTXWEB_MAX_REQUEST_BYTES = envint("CTXWEB_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXWEB_MAX_REQUEST_BYTES

@@ -41,6 +41,8 @@ CTXWEB_RECORDING_CELERY = False
 # see the test database, which lives in this process's memory. Servers started as subprocesses
 # start their preparers.
 CTXWEB_PROXY_PREPARERS = 0
+# Telemetry (OTLP, Langfuse) sent to this process is received on its threads, for the same reason.
+CTXWEB_CAPTURE_PROCESSES = 0
 
 
 def _redis_of_worker(url: str, worker: str) -> str:

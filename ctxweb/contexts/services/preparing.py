@@ -17,7 +17,7 @@ web process has ended.
 - **Bytes, not objects**: the web process listens on a Unix socket per preparer in a folder of
   its own (its user's alone) and hands the listening socket to the preparer it starts, so a call
   made while the preparer starts again waits in the socket's backlog. A call is one connection
-  and a frame each way (:func:`_frame_send`): the sizes and a JSON header on the socket, the
+  and a frame each way (:func:`frame_send`): the sizes and a JSON header on the socket, the
   body as a file in memory whose descriptor goes along (one write and one read for tens of
   megabytes, on a thread of the web process that holds the interpreter lock only between them).
   The answer's body is sent only when the call was rewritten.
@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +133,7 @@ def _received(conn: socket.socket, size: int) -> bytearray:
     return buffer
 
 
-def _frame_send(conn: socket.socket, header: dict[str, Any], body: bytes) -> None:
+def frame_send(conn: socket.socket, header: dict[str, Any], body: bytes) -> None:
     """A frame on ``conn``: its sizes, its header, and its body as a file in memory passed along
     with the sizes (``SCM_RIGHTS``): tens of megabytes cross in one write and one read, not
     hundreds of reads of a socket's buffer, each taking the interpreter lock again."""
@@ -148,7 +149,7 @@ def _frame_send(conn: socket.socket, header: dict[str, Any], body: bytes) -> Non
     conn.sendall(start + encoded)
 
 
-def _frame_received(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
+def frame_received(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
     """The frame that comes on ``conn``: its header and its body."""
     start, fds, _, _ = socket.recv_fds(conn, FRAME.size, 1)
     try:
@@ -188,7 +189,7 @@ def _answer(conn: socket.socket) -> None:
     with conn:
         conn.settimeout(settings.CTXWEB_PROXY_PREPARE_SECONDS)
         try:
-            call, body = _frame_received(conn)
+            call, body = frame_received(conn)
         except (OSError, ValueError, PreparerFailed):
             return
         if _caller_gone(conn):
@@ -218,24 +219,31 @@ def _answer(conn: socket.socket) -> None:
         finally:
             close_old_connections()
         with contextlib.suppress(OSError):  # the web process stopped waiting
-            _frame_send(conn, answer, returned)
+            frame_send(conn, answer, returned)
 
 
-def preparer_serve(listener: socket.socket, *, threads: int) -> None:
-    """Answer the calls that come on ``listener``, ``threads`` at once, until it is closed."""
-    pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="ctxweb-preparer")
+def preparer_serve(
+    listener: socket.socket,
+    *,
+    threads: int,
+    answer: Callable[[socket.socket], None] = _answer,
+    name: str = "ctxweb-preparer",
+) -> None:
+    """Answer the calls that come on ``listener``, ``threads`` at once, until it is closed (a
+    helper process's loop: ``answer`` takes each connection, and closes it)."""
+    pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix=name)
     try:
         while True:
             try:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            pool.submit(_answer, conn)
+            pool.submit(answer, conn)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _end_with(parent: int) -> None:
+def end_with(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(PARENT_SECONDS)
     os._exit(0)  # the web process is gone, and with it every caller waiting for an answer
@@ -246,7 +254,7 @@ def preparer_loop(*, parent: int, fd: int) -> None:
     listening socket ``fd`` (the web process's), until the web process ``parent`` has ended."""
     listener = socket.socket(fileno=fd)
     listener.setblocking(True)
-    threading.Thread(target=_end_with, args=(parent,), name="ctxweb-parent", daemon=True).start()
+    threading.Thread(target=end_with, args=(parent,), name="ctxweb-parent", daemon=True).start()
     logger.info("proxy: preparer ready (pid %d)", os.getpid())
     preparer_serve(listener, threads=settings.CTXWEB_PROXY_PREPARE_THREADS)
 
@@ -265,7 +273,7 @@ class Preparer:
 
 _PREPARERS: list[Preparer] = []
 _LOCK = threading.Lock()
-#: The threads that exchange calls with the preparers (see :func:`_frame_send`).
+#: The threads that exchange calls with the preparers (see :func:`frame_send`).
 _EXCHANGES: list[ThreadPoolExecutor] = []
 
 
@@ -281,7 +289,7 @@ def _exchanges() -> ThreadPoolExecutor:
 FOLDER_PREFIX = "ctxweb-preparers-"
 
 
-def _folders_of_ended_processes_remove() -> None:
+def _folders_of_ended_processes_remove(prefix: str = FOLDER_PREFIX) -> None:
     """Remove the preparers' socket folders of this user's web processes that ended without
     removing theirs (a process killed does not): without this, every server killed left one in
     the temporary folder. Only a folder of this user holding sockets alone, named after a
@@ -289,8 +297,8 @@ def _folders_of_ended_processes_remove() -> None:
     root = tempfile.gettempdir()
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
-            pid = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
-            if not entry.name.startswith(FOLDER_PREFIX) or not pid.isdigit():
+            pid = entry.name.removeprefix(prefix).split("-", 1)[0]
+            if not entry.name.startswith(prefix) or not pid.isdigit():
                 continue
             try:
                 if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != os.getuid():
@@ -313,29 +321,42 @@ def preparers_start() -> None:
     """At a web process's start: start ``CTXWEB_PROXY_PREPARERS`` preparers and watch them (each
     started again when it ends); nothing with none (managed calls are then prepared on threads of
     this process)."""
-    count = settings.CTXWEB_PROXY_PREPARERS
-    if count <= 0:
-        return
     with _LOCK:
         if _PREPARERS:
             return
-        _folders_of_ended_processes_remove()
-        # this user's alone; named after this process, which removes it as it ends
-        folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
-        atexit.register(shutil.rmtree, folder, True)
-        for number in range(count):
-            path = os.path.join(folder, f"{number}.sock")
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(path)
-            listener.listen(BACKLOG)
-            _PREPARERS.append(Preparer(number, path, listener))
+        _PREPARERS.extend(helpers_listen(FOLDER_PREFIX, settings.CTXWEB_PROXY_PREPARERS))
     for preparer in _PREPARERS:
-        threading.Thread(
-            target=_watch_preparer,
-            args=(preparer,),
-            name=f"ctxweb-preparer-{preparer.number}",
-            daemon=True,
-        ).start()
+        helper_watch(preparer, "prepare_calls", "proxy: preparer")
+
+
+def helpers_listen(prefix: str, count: int) -> list[Preparer]:
+    """``count`` listening Unix sockets for helper processes of this web process, in a folder of
+    its own (its user's alone, named ``prefix`` and this process's id, removed as it ends; the
+    folders of ended processes that did not remove theirs are removed first)."""
+    if count <= 0:
+        return []
+    _folders_of_ended_processes_remove(prefix)
+    folder = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
+    atexit.register(shutil.rmtree, folder, True)
+    listening = []
+    for number in range(count):
+        path = os.path.join(folder, f"{number}.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(BACKLOG)
+        listening.append(Preparer(number, path, listener))
+    return listening
+
+
+def helper_watch(helper: Preparer, command: str, what: str) -> None:
+    """Start the helper process ``manage.py <command> --parent <pid> --fd <fd>`` on ``helper``'s
+    listening socket, on a thread that starts it again each time it ends."""
+    threading.Thread(
+        target=_watch_helper,
+        args=(helper, command, what),
+        name=f"ctxweb-{command}-{helper.number}",
+        daemon=True,
+    ).start()
 
 
 def preparers_running() -> bool:
@@ -343,30 +364,27 @@ def preparers_running() -> bool:
     return bool(_PREPARERS)
 
 
-def _watch_preparer(preparer: Preparer) -> None:
+def _watch_helper(helper: Preparer, command: str, what: str) -> None:
     from ctxweb.datadir import BASE_DIR
 
-    fd = preparer.listener.fileno()
-    command = [
+    fd = helper.listener.fileno()
+    argv = [
         sys.executable,
         str(BASE_DIR / "manage.py"),
-        "prepare_calls",
+        command,
         "--parent",
         str(os.getpid()),
         "--fd",
         str(fd),
     ]
     while True:
-        # A session of its own: a signal to the server's group is the server's; the preparer
-        # ends when the server has (preparer_loop watches its parent).
-        process = subprocess.Popen(command, pass_fds=(fd,), start_new_session=True)
-        logger.info("proxy: preparer %d started (pid %d)", preparer.number, process.pid)
+        # A session of its own: a signal to the server's group is the server's; the helper
+        # ends when the server has (it watches its parent: end_with).
+        process = subprocess.Popen(argv, pass_fds=(fd,), start_new_session=True)
+        logger.info("%s %d started (pid %d)", what, helper.number, process.pid)
         code = process.wait()
         logger.warning(
-            "proxy: preparer %d (pid %d) ended (%s); starting it again",
-            preparer.number,
-            process.pid,
-            code,
+            "%s %d (pid %d) ended (%s); starting it again", what, helper.number, process.pid, code
         )
         time.sleep(RESTART_SECONDS)
 
@@ -380,10 +398,10 @@ def _exchange(path: str, call: dict[str, Any], body: bytes, deadline: float) -> 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(left)
         sock.connect(path)
-        _frame_send(sock, call, body)
+        frame_send(sock, call, body)
         sock.settimeout(max(0.001, deadline - time.monotonic()))
         try:
-            answer, returned = _frame_received(sock)
+            answer, returned = frame_received(sock)
         except ValueError as broken:
             raise PreparerFailed(f"its answer is broken ({broken})") from None
     if "error" in answer:

@@ -175,7 +175,7 @@ def answering(server: socket.socket, answer: Callable[[socket.socket], None]) ->
     def take() -> None:
         conn, _ = server.accept()
         with conn:
-            call, body = preparing._frame_received(conn)
+            call, body = preparing.frame_received(conn)
             assert (call["session"], body) == ("named", BODY)
             answer(conn)
 
@@ -218,7 +218,7 @@ def test_a_call_whose_preparer_hangs_up_goes_whole(listener: socket.socket) -> N
 
 def test_a_call_its_preparer_could_not_prepare_goes_whole(listener: socket.socket) -> None:
     thread = answering(
-        listener, lambda conn: preparing._frame_send(conn, {"error": "OperationalError"}, b"")
+        listener, lambda conn: preparing.frame_send(conn, {"error": "OperationalError"}, b"")
     )
     assert "OperationalError" in warned(prepared_elsewhere())
     thread.join(5)
@@ -240,7 +240,7 @@ def test_the_preparers_answer_is_what_is_relayed(listener: socket.socket) -> Non
     }
 
     def rewritten(conn: socket.socket) -> None:
-        preparing._frame_send(conn, answer, b"{}")
+        preparing.frame_send(conn, answer, b"{}")
 
     thread = answering(listener, rewritten)
     prepared = prepared_elsewhere()
@@ -254,7 +254,7 @@ def test_the_preparers_answer_is_what_is_relayed(listener: socket.socket) -> Non
 
 
 def test_a_broken_answer_sends_the_call_whole(listener: socket.socket) -> None:
-    thread = answering(listener, lambda conn: preparing._frame_send(conn, {"session": "x"}, b""))
+    thread = answering(listener, lambda conn: preparing.frame_send(conn, {"session": "x"}, b""))
     assert "its answer is broken" in warned(prepared_elsewhere())
     thread.join(5)
 
