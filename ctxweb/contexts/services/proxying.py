@@ -37,6 +37,7 @@ from compaction.messages import (
     render,
     without_cache_markers,
 )
+from compaction.messages.incremental import ParseMemo, parse_incremental
 from compaction.messages.model import Context, Message, Part
 from compaction.regions import raw_region
 from compaction.streams import provider_answer, stream_finished
@@ -123,20 +124,62 @@ def _identities(
     if known is not None:
         before, identities, _ = known
         limit = min(len(messages), len(before))
-        while same < limit and _same_message(messages[same], before[same]):
+        while same < limit and (
+            messages[same] is before[same]  # reused by the parse (_parsed): the same object
+            or _same_message(messages[same], before[same])
+        ):
             same += 1
         reused = identities[:same]
     else:
         reused = (first,)
     found = reused + tuple(message_identity(m) for m in messages[same:])
-    if size <= IDENTITIES_BYTES // 4:
-        with _IDENTITIES_LOCK:
-            _IDENTITIES.pop(slot, None)
-            _IDENTITIES[slot] = (tuple(messages), found, size)
-            held = sum(entry[2] for entry in _IDENTITIES.values())
-            while len(_IDENTITIES) > IDENTITIES_KEPT or held > IDENTITIES_BYTES:
-                held -= _IDENTITIES.popitem(last=False)[1][2]
+    _keep(_IDENTITIES, slot, (tuple(messages), found, size))
     return found
+
+
+def _keep(memory: OrderedDict[Any, Any], slot: Any, entry: tuple[Any, ...]) -> None:
+    """Keep ``entry`` as ``slot``'s last call in ``memory`` (:data:`_IDENTITIES`,
+    :data:`_PARSES`), its last item the call's size in bytes: a call of more than a quarter of
+    :data:`IDENTITIES_BYTES` is not kept, and the oldest go past :data:`IDENTITIES_KEPT` calls
+    or :data:`IDENTITIES_BYTES` in all."""
+    if entry[-1] > IDENTITIES_BYTES // 4:
+        return
+    with _IDENTITIES_LOCK:
+        memory.pop(slot, None)
+        memory[slot] = entry
+        held = sum(kept[-1] for kept in memory.values())
+        while len(memory) > IDENTITIES_KEPT or held > IDENTITIES_BYTES:
+            held -= memory.popitem(last=False)[1][-1]
+
+
+#: The parse of the last recorded call, per key, named session, format and first message (its
+#: JSON's digest, the request's as sent: a session's side calls begin otherwise), bounded as
+#: :data:`_IDENTITIES`: the next call's messages that repeat it are taken from it, not parsed
+#: again (:func:`~compaction.messages.incremental.parse_incremental` compares them first), and
+#: are the very objects whose identities :func:`_identities` kept. A parse costs the whole
+#: conversation's messages at every call, about a sixth of a long conversation's recording.
+_PARSES: OrderedDict[tuple[int, str, str, bytes], tuple[ParseMemo, int]] = OrderedDict()
+
+
+def _parsed(
+    key_id: int, session: str | None, format: str, request: dict[str, Any], size: int
+) -> Context:
+    """``parse(format, request)`` (a call of ``size`` bytes), reusing the parse of the last call
+    of the same slot (:data:`_PARSES`)."""
+    items = request.get(messages_key(format))
+    first = b""
+    if isinstance(items, list) and items:
+        try:
+            written = json.dumps(items[0], ensure_ascii=False).encode()
+            first = hashlib.blake2b(written, digest_size=16).digest()
+        except (ValueError, RecursionError):  # the parse says what is wrong with it
+            first = b"?"
+    slot = (key_id, session or "", format, first)
+    with _IDENTITIES_LOCK:
+        known = _PARSES.get(slot)
+    context, memo = parse_incremental(format, request, known[0] if known is not None else None)
+    _keep(_PARSES, slot, (memo, size))
+    return context
 
 
 #: The prefixes of a call looked up first, its longest: a call extends its conversation's last
@@ -264,6 +307,7 @@ def proxy_memory_clear() -> None:
     _rewrites_clear()
     with _IDENTITIES_LOCK:
         _IDENTITIES.clear()
+        _PARSES.clear()
 
 
 # --- managed mode: an operator's compaction reaches the agent's next call -----------------------
@@ -486,7 +530,7 @@ def proxy_record(
         request = json.loads(request_body)
         if not isinstance(request, dict):
             raise FormatError("request", "expected a JSON object")
-        context = parse(format, request)
+        context = _parsed(key_id, session, format, request, len(request_body))
         answer = provider_answer(format, response_body, streamed=streamed)
         hashes = _identities(key_id, session, context.messages, len(request_body))
         external_id, main = _session_and_main(key_id, session, hashes, context)

@@ -5,6 +5,7 @@ remembered prefix of the key (of the named session, when one is named), within t
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -187,6 +188,45 @@ def test_identities_reused_from_the_previous_call_are_those_computed_afresh(
         assert found == tuple(message_identity(m) for m in messages)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_a_call_parsed_from_its_slots_last_parse_is_the_call_parsed_afresh(
+    seed: int, identities: None
+) -> None:
+    """The recorder's parse (:func:`proxying._parsed`) reuses the last call's of the same key,
+    session and first message: over extends, rewrites, type changes and cuts, the context is
+    ``parse``'s, and the messages it repeats are the very objects of the last call's parse."""
+    rng = random.Random(seed)
+    conversations: dict[tuple[int, str | None, str], list[Any]] = {}
+    last: dict[tuple[int, str | None, str], tuple[Message, ...]] = {}
+    last_items: dict[tuple[int, str | None, str], list[Any]] = {}
+    reused = 0
+    for _ in range(40):
+        slot = (rng.choice([1, 2]), rng.choice(["a", None]), rng.choice(["main", "side"]))
+        contents = conversations.setdefault(slot, [slot[2]])
+        change = rng.choice(["extend", "extend", "extend", "rewrite", "retype", "cut"])
+        if change == "rewrite" and len(contents) > 1:
+            contents[rng.randrange(1, len(contents))] = f"rewritten {rng.random()}"
+        elif change == "retype" and len(contents) > 1:
+            at = rng.randrange(1, len(contents))
+            contents[at] = [{"type": "text", "text": "x", "n": rng.choice([1, 1.0, True])}]
+        elif change == "cut":
+            del contents[rng.randrange(1, len(contents) + 1) :]
+        contents += [f"message {rng.random()}" for _ in range(rng.randint(1, 3))]
+        items = [{"role": "user", "content": content} for content in contents]
+        request = {"model": "gpt-4o", "messages": json.loads(json.dumps(items))}
+        context = proxying._parsed(slot[0], slot[1], "openai-chat", request, 100)
+        assert context == parse("openai-chat", request)
+        before = last.get(slot, ())
+        same = [
+            n for n, message in enumerate(context.messages[: len(before)]) if message is before[n]
+        ]
+        reused += len(same)
+        for n in same:  # only a message equal in its JSON is taken from the last parse
+            assert json.dumps(items[n]) == json.dumps(last_items[slot][n])
+        last[slot], last_items[slot] = context.messages, items
+    assert reused > 40
+
+
 def test_a_value_of_another_type_is_not_taken_for_the_same_message(identities: None) -> None:
     one = chat([{"type": "text", "text": "x", "n": 1}])
     true = chat([{"type": "text", "text": "x", "n": True}])
@@ -213,6 +253,12 @@ def test_the_identities_kept_are_bounded_in_calls_and_bytes(
     # c, d (100 each), e, g, h, i, j (250 each) are over 1000: the oldest go until they are not
     assert [slot[1] for slot in proxying._IDENTITIES] == ["g", "h", "i", "j"]
     assert sum(entry[2] for entry in proxying._IDENTITIES.values()) == 1000
+    # the parses are kept within the same bounds
+    for session in "klmnop":
+        request = {"model": "gpt-4o", "messages": [{"role": "user", "content": session}]}
+        proxying._parsed(KEY, session, "openai-chat", request, 250)
+    proxying._parsed(KEY, "q", "openai-chat", request, 251)  # more than a quarter: not kept
+    assert [slot[1] for slot in proxying._PARSES] == ["m", "n", "o", "p"]
 
 
 def test_a_side_call_between_two_main_calls_does_not_cost_the_next_its_identities(
