@@ -53,8 +53,7 @@ from ctxweb.contexts.services.preparing import (
     end_with,
     frame_received,
     frame_send,
-    helper_watch,
-    helpers_listen,
+    helpers_start,
     preparer_serve,
 )
 from ctxweb.serving import FinishingHandler, Headers, finish, respond
@@ -69,7 +68,6 @@ UNAVAILABLE = json.dumps(
 ).encode()
 
 _CAPTURERS: list[Preparer] = []
-_LOCK = threading.Lock()
 
 
 # --- in the web process -------------------------------------------------------------------------
@@ -78,12 +76,13 @@ _LOCK = threading.Lock()
 def capturers_start() -> None:
     """At a web process's start: start ``CTXWEB_CAPTURE_PROCESSES`` capturers and watch them;
     nothing with none (the receivers then run on this process's threads)."""
-    with _LOCK:
-        if _CAPTURERS:
-            return
-        _CAPTURERS.extend(helpers_listen(FOLDER_PREFIX, settings.CTXWEB_CAPTURE_PROCESSES))
-    for capturer in _CAPTURERS:
-        helper_watch(capturer, "receive_telemetry", "capture: capturer")
+    helpers_start(
+        _CAPTURERS,
+        FOLDER_PREFIX,
+        settings.CTXWEB_CAPTURE_PROCESSES,
+        "receive_telemetry",
+        "capture: capturer",
+    )
 
 
 def capturers_running() -> bool:

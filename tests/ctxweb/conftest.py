@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from ctxweb.accounts.models import Project
 from ctxweb.accounts.services import project_create
 from tests.support.browser import PASSWORD, USERNAME, chromium, orm_beside_playwright
+from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import LiveServer, ServerFailed, database_server_env
 from tests.support.world import World, make_world
 
@@ -18,6 +19,14 @@ from tests.support.world import World, make_world
 @pytest.fixture
 def world(db: None) -> World:
     return make_world()
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> Iterator[StandIn]:
+    """A loopback stand-in for the providers' APIs, for a module's tests (its servers are
+    started with it as their upstream)."""
+    with provider_stand_in() as api:
+        yield api
 
 
 @pytest.fixture(scope="module")

@@ -321,12 +321,27 @@ def preparers_start() -> None:
     """At a web process's start: start ``CTXWEB_PROXY_PREPARERS`` preparers and watch them (each
     started again when it ends); nothing with none (managed calls are then prepared on threads of
     this process)."""
+    helpers_start(
+        _PREPARERS,
+        FOLDER_PREFIX,
+        settings.CTXWEB_PROXY_PREPARERS,
+        "prepare_calls",
+        "proxy: preparer",
+    )
+
+
+def helpers_start(
+    started: list[Preparer], prefix: str, count: int, command: str, what: str
+) -> None:
+    """Start ``count`` helper processes (``manage.py <command>``) listening in a folder named
+    ``prefix`` (:func:`helpers_listen`) and watch them (:func:`helper_watch`), once a process:
+    nothing when ``started`` (their registry) holds them already."""
     with _LOCK:
-        if _PREPARERS:
+        if started:
             return
-        _PREPARERS.extend(helpers_listen(FOLDER_PREFIX, settings.CTXWEB_PROXY_PREPARERS))
-    for preparer in _PREPARERS:
-        helper_watch(preparer, "prepare_calls", "proxy: preparer")
+        started.extend(helpers_listen(prefix, count))
+    for helper in started:
+        helper_watch(helper, command, what)
 
 
 def helpers_listen(prefix: str, count: int) -> list[Preparer]:

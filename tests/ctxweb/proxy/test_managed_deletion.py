@@ -19,16 +19,10 @@ import pytest
 from openai import OpenAI
 
 from tests.support.managed import build_calls, call_api, operation_applied, wait
-from tests.support.providers import StandIn, provider_stand_in
+from tests.support.providers import StandIn
 from tests.support.servers import create_key, embedded_env, live_server
 
 POINTER = "[EXTERNALIZED:"
-
-
-@pytest.fixture(scope="module")
-def stand_in() -> Iterator[StandIn]:
-    with provider_stand_in() as api:
-        yield api
 
 
 @pytest.fixture(scope="module", params=["one process", "two processes"])

@@ -12,17 +12,11 @@ import pytest
 from anthropic import Anthropic
 
 from tests.support.managed import OUTPUT, call_api, operation_applied, wait
-from tests.support.providers import StandIn, provider_stand_in
+from tests.support.providers import StandIn
 from tests.support.servers import create_key, embedded_env, live_server
 
 SYSTEM = "You are a careful coding agent."
 SUMMARY_START = "CONTEXT_SUMMARY:"
-
-
-@pytest.fixture(scope="module")
-def stand_in() -> Iterator[StandIn]:
-    with provider_stand_in() as api:
-        yield api
 
 
 @pytest.fixture(scope="module")

@@ -30,17 +30,11 @@ from openai import OpenAI
 from ctxweb.contexts.services import preparing
 from ctxweb.contexts.services.proxying import Prepared
 from tests.support.managed import build_calls, call_api, operation_applied, wait
-from tests.support.providers import StandIn, provider_stand_in
+from tests.support.providers import StandIn
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
 SESSION = "prepared"
 READY = re.compile(r"proxy: preparer ready \(pid (\d+)\)")
-
-
-@pytest.fixture(scope="module")
-def stand_in() -> Iterator[StandIn]:
-    with provider_stand_in() as api:
-        yield api
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ from ctxweb.asgi import application
 from ctxweb.contexts.models import Turn, UnreadCall
 from ctxweb.proxy.relay import recording_idle
 from tests.support.fuzz import schemathesis_live
-from tests.support.providers import StandIn, provider_stand_in
+from tests.support.providers import StandIn
 from tests.support.servers import create_key, embedded_env, live_server
 from tests.support.world import World
 
@@ -63,12 +63,6 @@ RECORDED = {
 SCHEMA = schemathesis.openapi.from_dict(yaml.safe_load(DOCUMENT.read_text()))
 SCHEMA.app = application
 OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
-
-
-@pytest.fixture(scope="module")
-def stand_in() -> Iterator[StandIn]:
-    with provider_stand_in() as api:
-        yield api
 
 
 @pytest.fixture

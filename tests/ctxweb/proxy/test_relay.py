@@ -20,19 +20,13 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 from ctxweb.proxy.relay import SPOOL_ON_LOOP_BYTES
-from tests.support.providers import StandIn, provider_stand_in
+from tests.support.providers import StandIn
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 TOOL = {"tool": "read_file", "arguments": {"path": "src/app.py"}}
 #: The running servers by URL, so a failure can show what the server wrote.
 RUNNING: dict[str, LiveServer] = {}
-
-
-@pytest.fixture(scope="module")
-def stand_in() -> Iterator[StandIn]:
-    with provider_stand_in() as api:
-        yield api
 
 
 @pytest.fixture(scope="module")
