@@ -17,7 +17,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from ctxweb.capturers import capturers_start  # noqa: E402
+from ctxweb.capturers import capture_elsewhere, capturers_running, capturers_start  # noqa: E402
 from ctxweb.contexts.events import relay_from_started_processes  # noqa: E402
 from ctxweb.contexts.services.preparing import preparers_start  # noqa: E402
 
@@ -48,7 +48,13 @@ if settings.CTXWEB_SCHEDULER and not settings.REDIS_URL:
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimitASGIMiddleware(ProxyApplication(ThreadedDjangoApplication())),
+        "http": BodyLimitASGIMiddleware(
+            ProxyApplication(
+                ThreadedDjangoApplication(
+                    elsewhere=capture_elsewhere if capturers_running() else None
+                )
+            )
+        ),
         # Only from the pages' exact origins (CTXWEB_ALLOWED_ORIGINS).
         "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "lifespan": lifespan,

@@ -17,8 +17,8 @@ No caller waits behind another kind of work (issue 33):
   (OTLP's ``/v1/traces``, Langfuse's ``/api/public/...``), which exporters may flood, on
   ``CTXWEB_CAPTURE_THREADS`` of their own: a flood of exports queues behind itself, never in front
   of a page or ``/api/v1/health``. Those threads hand each request to a capturer process
-  (:mod:`ctxweb.capturers`) when the web process started them, so that the receivers' work
-  never holds this process's interpreter lock.
+  (:mod:`ctxweb.capturers`, the application's ``elsewhere``) when the web process started
+  them, so that the receivers' work never holds this process's interpreter lock.
 - **A streaming response** (exports, artifacts) is produced on a third pool,
   ``CTXWEB_STREAM_THREADS``, chunk by chunk as the client takes it: the server's ``send`` waits
   while the client's socket is full (backpressure, so memory holds a chunk, never the answer), and
@@ -263,8 +263,16 @@ def respond(handler: WSGIHandler, environ: dict[str, Any]) -> tuple[int, Headers
 class ThreadedDjangoApplication:
     """An ASGI application serving Django's HTTP requests on fixed pools of threads."""
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        threads: int | None = None,
+        *,
+        elsewhere: Callable[[dict[str, Any]], tuple[int, Headers, bytes]] | None = None,
+    ) -> None:
+        """``elsewhere`` answers the telemetry receivers' requests instead of this process's
+        threads (:func:`ctxweb.capturers.capture_elsewhere`, once the capturers are started)."""
         self.handler = FinishingHandler()
+        self.elsewhere = elsewhere
         self.threads = threads or settings.CTXWEB_HTTP_THREADS
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="ctxweb-http")
         self.capture_executor = ThreadPoolExecutor(
@@ -296,9 +304,9 @@ class ThreadedDjangoApplication:
             environ = environ_for(scope, body, size)
             capture = environ["PATH_INFO"].startswith(CAPTURE_PATHS)
             executor = self.capture_executor if capture else self.executor
-            if capture and _capturers().capturers_running():  # by a process of its own
+            if capture and self.elsewhere is not None:  # by a process of its own
                 status, headers, content = await loop.run_in_executor(
-                    executor, _capturers().capture_elsewhere, environ
+                    executor, self.elsewhere, environ
                 )
                 later: list[Work] = []
             else:
@@ -360,12 +368,6 @@ class ThreadedDjangoApplication:
             finish(response)
             if later:
                 run_all(later)
-
-
-def _capturers() -> Any:
-    from ctxweb import capturers  # which serves its requests with this module's handler
-
-    return capturers
 
 
 class ClientStalled(Exception):
