@@ -245,6 +245,7 @@ def turn_ingest(
     source: str = "api",
     context_window_source: str | None = None,
     occurred_at: object = None,
+    savepoint: bool = True,
 ) -> IngestResult:
     """Store one model call of session ``external_id`` (created on first use), whole or not at all.
 
@@ -260,6 +261,10 @@ def turn_ingest(
     span's start: a datetime, ISO 8601 text or an epoch number); one that cannot be read or is
     absurd is ignored (:func:`~ctxweb.contexts.services.moments.occurred_at_parse`). The turn
     counts on that day in the project overview; without one, on the day it was recorded.
+
+    Inside a transaction of the caller's, the turn's writes are a savepoint of it, so that the
+    caller may go on after this call failed; ``savepoint=False`` when the caller's transaction
+    ends with the failure anyway (the proxy's recorder): two round trips fewer.
     """
     # Only a turn with a turn_id can be retried: hash the body only then.
     hashed = body is not None and turn_id is not None
@@ -277,7 +282,7 @@ def turn_ingest(
         # MB) is made before the transaction opens: SQLite's locks the whole database.
         guess = _recent_guess(key)
         plan = _guessed_plan(project, context, guess) if guess is not None else None
-        scope.enter_context(transaction.atomic())
+        scope.enter_context(transaction.atomic(savepoint=savepoint))
         # Sent with the lock: the plan's rows (inserted, or looked up behind round robin), and
         # behind round robin the turns since this process's (to rebuild the previous turn's
         # message ids); ``rows_at`` and ``since`` are their places in what comes back.

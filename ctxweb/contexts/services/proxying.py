@@ -553,6 +553,8 @@ def proxy_record(
                 events=list(events),
                 source=SOURCE,
                 context_window=context_window,
+                # one transaction with the memory's writes: a failure rolls back all of it
+                savepoint=False,
                 **(
                     {"context_window_source": context_window_source}
                     if context_window_source
