@@ -64,16 +64,18 @@ def conversations_remembered(
         return {str(digest): str(session) for digest, session in cursor.fetchall()}
 
 
-def conversation_remember(key_id: int, digest: str, external_id: str, at: datetime) -> None:
-    """``digest`` is ``external_id``'s conversation as of ``at`` (one upsert)."""
+def conversation_remember_sql(
+    key_id: int, digest: str, external_id: str, at: datetime
+) -> tuple[str, list[Any]]:
+    """The upsert (statement and parameters, to send with others) that makes ``digest``
+    ``external_id``'s conversation as of ``at``."""
     table = _tables()[0]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (key_id, digest, external_id, remembered_at)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (key_id, digest) DO UPDATE SET"
-            " external_id = excluded.external_id, remembered_at = excluded.remembered_at",
-            [key_id, digest, external_id, _moment(at)],
-        )
+    return (
+        f"INSERT INTO {table} (key_id, digest, external_id, remembered_at)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT (key_id, digest) DO UPDATE SET"
+        " external_id = excluded.external_id, remembered_at = excluded.remembered_at",
+        [key_id, digest, external_id, _moment(at)],
+    )
 
 
 def main_calls_remembered(

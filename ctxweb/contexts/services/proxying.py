@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from compaction.errors import FormatError
@@ -47,7 +47,7 @@ from ctxweb.contexts import selectors
 from ctxweb.contexts.models import ProxyConversation, ProxyMainCalls
 from ctxweb.contexts.services._canonical import _same_message
 from ctxweb.contexts.services._memory_sql import (
-    conversation_remember,
+    conversation_remember_sql,
     conversations_remembered,
     main_calls_remember,
     main_calls_remembered,
@@ -59,6 +59,7 @@ from ctxweb.contexts.services._rewrites import (
     _rewrites_clear,
     _rewrites_forget,
 )
+from ctxweb.contexts.services._sql import _execute_in_order
 from ctxweb.contexts.services.ingest import session_id_problem, turn_ingest
 
 logger = logging.getLogger(__name__)
@@ -280,12 +281,16 @@ def _remember_main(
         main_calls_remember(key_id, external_id, shape[0], shape[1], timezone.now())
 
 
-def _remember(key_id: int, external_id: str, hashes: tuple[str, ...]) -> None:
-    """Remember that ``hashes`` (a call's messages and its answer) are ``external_id``'s, for
-    :data:`RECENT_SECONDS`: the next call that extends them joins it."""
+def _remember_sql(
+    key_id: int, external_id: str, hashes: tuple[str, ...]
+) -> list[tuple[str, list[Any]]]:
+    """The statement that remembers that ``hashes`` (a call's messages and its answer) are
+    ``external_id``'s, for :data:`RECENT_SECONDS` (the next call that extends them joins it), to
+    send with others; none when there is nothing to remember."""
     if not hashes:
-        return
-    conversation_remember(key_id, _prefix_digests(hashes)[-1], external_id, timezone.now())
+        return []
+    at = timezone.now()
+    return [conversation_remember_sql(key_id, _prefix_digests(hashes)[-1], external_id, at)]
 
 
 def proxy_memory_expire() -> int:
@@ -502,7 +507,7 @@ def proxy_record(
     content_encoding: str = "",
     context_window: int | None = None,
     context_window_source: str | None = None,
-    recorded: Callable[[], None] | None = None,
+    recorded: Callable[[], Sequence[tuple[str, Sequence[Any]]]] | None = None,
     one_transaction: bool = False,
 ) -> str | None:
     """Record one relayed call as a turn; its session's id, or None when it could not be
@@ -518,8 +523,9 @@ def proxy_record(
     ``context_window`` is the window the call itself selected (a model's 1M-context header), and
     ``context_window_source`` where that figure came from.
 
-    ``recorded`` is called once the turn and the memory of its conversation are written (the
-    queue's row of the call is deleted there); with ``one_transaction``, all of it is written in
+    ``recorded`` is called once the turn is written: the statements it returns (the deletion of
+    the call's row in the queue) run with the memory of its conversation's, in one round trip
+    where the driver batches statements; with ``one_transaction``, all of it is written in
     one transaction (a small call: SQLite's write lock taken once, and the turn and its row's
     deletion committed together). A big call's messages are counted before its turn's
     transaction opens instead (see :func:`turn_ingest`)."""
@@ -561,11 +567,18 @@ def proxy_record(
                     else {}
                 ),
             )
-            _remember(key_id, external_id, following)
             if session and external_id == session:
                 _remember_main(key_id, external_id, context, main)
+            # The conversation remembered and what ``recorded`` has run with it: one round trip
+            # where the driver batches statements.
+            statements: list[tuple[str, Sequence[Any]]] = [
+                *_remember_sql(key_id, external_id, following)
+            ]
             if recorded is not None:
-                recorded()
+                statements += recorded()
+            if statements:
+                with connection.cursor() as cursor:
+                    _execute_in_order(cursor, statements, returning=False)
         return external_id
     except Exception as error:
         failures += 1

@@ -596,18 +596,18 @@ def _record(pending: PendingCall) -> bool:
     except OSError as error:
         _unread(pending, f"the recording's files are gone ({error})", keep_bodies=False)
         return True
-    deleted: list[bool] = []
+    called: list[bool] = []
 
-    def recorded() -> None:
+    def recorded() -> list[tuple[str, list[Any]]]:
         # What the call is goes before its row: a sweep never finds the file of a call whose
         # row is gone (it would take it up again: recorded twice).
         call_path(pending.spool).unlink(missing_ok=True)
-        with connection.cursor() as cursor:  # no deletion collector: nothing refers to the row
-            cursor.execute(_delete_sql(), [pending.pk])
-        transaction.on_commit(lambda: deleted.append(True))
+        called.append(True)
+        # no deletion collector: nothing refers to the row; run with the memory's writes
+        return [(_delete_sql(), [pending.pk])]
 
     try:
-        proxy_record(
+        session = proxy_record(
             project=pending.project,
             key_id=pending.key_id,
             format=str(call["format"]),
@@ -632,7 +632,7 @@ def _record(pending: PendingCall) -> bool:
             return True
         PendingCall.objects.filter(pk=pending.pk).update(state=PendingCall.PENDING, claimed_at=None)
         return False
-    if deleted:  # recorded: its row went with the turn
+    if called and session is not None:  # recorded: its row went with the turn, committed
         _files_remove(pending.spool)
     else:  # kept as an unread call
         _discard(pending)

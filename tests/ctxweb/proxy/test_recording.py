@@ -81,7 +81,7 @@ def test_a_call_recorded_in_one_transaction_takes_no_savepoint_and_a_failure_kee
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the memory's write failed")
 
-    monkeypatch.setattr(proxying, "_remember", fail)
+    monkeypatch.setattr(proxying, "_remember_sql", fail)
     assert (
         proxying.proxy_record(
             project=world.project,

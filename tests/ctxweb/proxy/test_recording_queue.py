@@ -556,7 +556,7 @@ def test_a_small_calls_turn_and_its_queue_row_go_in_one_transaction(
     def broken(*args: Any) -> None:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(proxying, "_remember", broken)
+    monkeypatch.setattr(proxying, "_remember_sql", broken)
     assert recording.recorder_loop(once=True) == 1
     assert not Session.objects.filter(project=project, external_id="whole", turns__isnull=False)
     unread = UnreadCall.objects.get(project=project)
