@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import PASSWORD, USERNAME, chromium, require_chromium, shot
+from tests.support.browser import PASSWORD, USERNAME, chromium, log_in, require_chromium, shot
 from tests.support.managed import wait
 from tests.support.providers import StandIn
 from tests.support.servers import LiveServer, create_key, embedded_env, free_port, live_server
@@ -97,11 +97,7 @@ def test_a_turn_recorded_by_a_recorder_process_reaches_the_open_session_page(
         page.on("pageerror", lambda error: errors.append(str(error)))
         frames: list[str] = []
         page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(data)))
-        page.goto(f"{running.url}/accounts/login/")
-        page.fill("#id_username", USERNAME)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{running.url}/")
+        log_in(page, running.url)
         page.goto(f"{running.url}/sessions/{SESSION}/")
         page.wait_for_function("() => window.ctxwebLive && window.ctxwebLive.state() === 1")
         assert page.evaluate("() => window.ctxwebChart.stacks().count") == 1

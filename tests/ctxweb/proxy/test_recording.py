@@ -25,16 +25,25 @@ ANSWER = json.dumps(
 ).encode()
 
 
-def record(world: World, body: bytes, session: str, *, compressed: bool) -> str | None:
+def record(
+    world: World,
+    body: bytes,
+    session: str,
+    *,
+    compressed: bool = False,
+    request: bytes = REQUEST,
+    one_transaction: bool = False,
+) -> str | None:
     return proxying.proxy_record(
         project=world.project,
         key_id=1,
         format="openai-chat",
-        request_body=REQUEST,
+        request_body=request,
         response_body=body,
         streamed=False,
         session=session,
         compressed=compressed,
+        one_transaction=one_transaction,
     )
 
 
@@ -62,17 +71,9 @@ def test_a_call_recorded_in_one_transaction_takes_no_savepoint_and_a_failure_kee
     messages = [{"role": "user", "content": "Why does it fail?"}]
     for n in range(2):  # the second: its session exists (creating one is a savepoint of its own)
         messages += [{"role": "user", "content": f"And now? {n}"}]
+        request = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
         with CaptureQueriesContext(connection) as queries:
-            recorded = proxying.proxy_record(
-                project=world.project,
-                key_id=1,
-                format="openai-chat",
-                request_body=json.dumps({"model": "gpt-4o", "messages": messages}).encode(),
-                response_body=ANSWER,
-                streamed=False,
-                session="whole",
-                one_transaction=True,
-            )
+            recorded = record(world, ANSWER, "whole", request=request, one_transaction=True)
         assert recorded == "whole"
     sql = [query["sql"].upper() for query in queries.captured_queries]
     assert not [statement for statement in sql if "SAVEPOINT" in statement], sql
@@ -82,19 +83,7 @@ def test_a_call_recorded_in_one_transaction_takes_no_savepoint_and_a_failure_kee
         raise RuntimeError("the memory's write failed")
 
     monkeypatch.setattr(proxying, "_remember_sql", fail)
-    assert (
-        proxying.proxy_record(
-            project=world.project,
-            key_id=1,
-            format="openai-chat",
-            request_body=REQUEST,
-            response_body=ANSWER,
-            streamed=False,
-            session="failed",
-            one_transaction=True,
-        )
-        is None
-    )
+    assert record(world, ANSWER, "failed", one_transaction=True) is None
     # the session and its turn went with the transaction; the call is kept unread, naming it
     assert not Session.objects.filter(project=world.project, external_id="failed").exists()
     assert list(world.project.unread_calls.values_list("external_id", flat=True)) == ["failed"]
