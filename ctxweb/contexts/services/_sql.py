@@ -541,6 +541,21 @@ def _execute_in_order(
     return ids
 
 
+#: The end of a transaction, sent as the last statement of its last batch (:func:`_committing`).
+_COMMIT: tuple[str, Sequence[Any]] = ("COMMIT", ())
+
+
+def _committing(db: Any) -> bool:
+    """Whether a batch on ``db`` may end with ``COMMIT``, the transaction's last writes: inside
+    one ``atomic`` block only (the outermost: no caller's transaction around it, no test's)
+    whose transaction is still sound. The server then holds no transaction, which psycopg reads
+    from the connection's status: the ``commit()`` that Django's ``atomic`` sends on leaving the
+    block sends nothing, and its on-commit callbacks run as always. A batch that fails before its
+    ``COMMIT`` leaves the transaction aborted, for the block to roll back; a ``COMMIT`` that
+    fails has rolled it back, and its error goes up through the block the same way."""
+    return db.in_atomic_block and len(db.atomic_blocks) == 1 and not db.needs_rollback
+
+
 def _turn_insert(
     turn: Turn,
     session: Session,
@@ -548,13 +563,18 @@ def _turn_insert(
     *,
     insert: tuple[str, list[Any]] | None = None,
     returning: bool = False,
+    commit: bool = False,
 ) -> list[int]:
     """Insert ``turn`` and save the fields of ``session`` that a turn changes, in one statement
     on PostgreSQL (kept prepared, :func:`_execute_at_once`; two statements elsewhere), then run
     ``after`` (statements that need the turn's row written before them, such as its rollups')
     in the same round trip where the driver allows it; the ids the first of ``after`` returns
     when ``returning``. ``insert``: the turn's ``INSERT`` built already (:func:`_insert_sql`,
-    which sets its ``created_at``: ``after`` may have read its day)."""
+    which sets its ``created_at``: ``after`` may have read its day).
+
+    ``commit``: these are the last writes of the transaction, which the caller's outermost
+    ``atomic`` opened; where the driver batches statements, ``COMMIT`` ends the same round trip
+    (:func:`_committing`), one fewer a turn."""
     inserting, params = insert or _insert_sql([turn])
     update, update_params = _update_sql(session, _SESSION_UPDATED)
     db = connections[DEFAULT_DB_ALIAS]
@@ -572,7 +592,8 @@ def _turn_insert(
         written = [(update, update_params), (inserting, params)]
     with db.cursor() as cursor:
         if _batches_statements():
-            _execute_at_once(cursor, [*written, *after])
+            ending = [_COMMIT] if commit and _committing(db) else []
+            _execute_at_once(cursor, [*written, *after, *ending])
             _saved(turn, cursor.fetchone()[0])
             if not (returning and after):
                 return []

@@ -67,12 +67,14 @@ from ctxweb.numbers import MAX_COUNT
 #: A turn whose total drops by more than this share from the previous turn is a compaction event.
 COMPACTION_DROP = 0.30
 
-#: The one hook ingestion offers the layers above it: sent inside the turn's transaction, after
-#: the turn and its session are written, with ``session``, ``turn`` and ``previous_total`` (the
-#: previous turn's total, None for a first turn). The automatic policy
+#: The one hook ingestion offers the layers above it: sent once the turn and its session are
+#: written, with ``session``, ``turn`` and ``previous_total`` (the previous turn's total, None for
+#: a first turn). Inside a transaction of the caller's (an import, the proxy's recorder) it is
+#: sent in it, and a receiver that raises rolls the caller's back; else the turn is committed
+#: already (its commit ends the turn's last round trip): receivers handle their own failures
+#: and write in transactions of their own. The automatic policy
 #: (:func:`ctxweb.contexts.services.policy.operation_auto_after_turn`) listens to it, connected
 #: when the app loads (:mod:`ctxweb.contexts.apps`), so ingestion never imports what builds on it.
-#: A receiver that raises rolls the turn back: receivers handle their own failures.
 turn_stored = Signal()
 
 
@@ -539,15 +541,22 @@ def turn_ingest(
             mask=project.mask_secrets,
             counters=counting_kept(),
         )
+        # The turn's batch holds the transaction's last writes: where it is this call's own,
+        # its COMMIT goes in the same round trip (``commit``; the hook below runs after it).
         if answer_deferred() or session.attributed_turns != index:
-            _turn_insert(turn, session, insert=insert)
+            _turn_insert(turn, session, insert=insert, commit=True)
             attribute_later = pending
         else:
             session.attributed_turns = index + 1
             rollups = pending.writes()
             rollups.finish(
                 _turn_insert(
-                    turn, session, rollups.statements, insert=insert, returning=rollups.returning
+                    turn,
+                    session,
+                    rollups.statements,
+                    insert=insert,
+                    returning=rollups.returning,
+                    commit=True,
                 )
             )
         _recent_put(
@@ -574,12 +583,14 @@ def turn_ingest(
             ),
         )
         transaction.on_commit(lambda: live_events.turn_created(turn))
-        turn_stored.send(
-            sender=Turn,
-            session=session,
-            turn=turn,
-            previous_total=previous.total_tokens if previous is not None else None,
-        )
+    # Once the turn is stored: in a transaction of the caller's, still inside it; else after
+    # the turn's commit, each receiver in a transaction of its own.
+    turn_stored.send(
+        sender=Turn,
+        session=session,
+        turn=turn,
+        previous_total=previous.total_tokens if previous is not None else None,
+    )
     if attribute_later is not None:
         after_answer(partial(attribution_catch_up, session_id=session.pk, pending=attribute_later))
     return IngestResult(turn, True)

@@ -1,7 +1,8 @@
 """A turn's round trips to PostgreSQL on a connection kept across requests: the first batch of
 the turn's transaction opens it (``BEGIN`` in its text, not a round trip of its own), and the
-request's health check of the kept connection sends nothing (``ctxweb.postgresql``), so a late
-turn costs three: the session's lock with the new messages, the turn with its rollups, the
+request's health check of the kept connection sends nothing (``ctxweb.postgresql``), and the
+turn's last batch ends with its ``COMMIT`` where the turn's transaction is its own, so a late turn
+costs two: the session's lock with the new messages, the turn with its rollups and the
 ``COMMIT``. What the driver sends is read from libpq's own trace of the protocol."""
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Turn
 from ctxweb.contexts.services import _sql
+from ctxweb.contexts.services import ingest as ingest_module
 from tests.support.builders import ingest_chat
 from tests.support.world import World
 
@@ -84,19 +86,69 @@ def traced(action: Any) -> list[str]:
         return queries_sent(Path(out.name))
 
 
-def test_a_late_turn_on_a_kept_connection_costs_three_round_trips(world: World, kept: None) -> None:
+def stored_elsewhere(external_id: str = "s") -> list[int]:
+    """The indexes of the session's turns, as another connection sees them (what is committed)."""
+    with psycopg.connect(connection.connection.info.dsn, autocommit=True) as other:
+        rows = other.execute(
+            "SELECT t.index FROM contexts_turn t JOIN contexts_session s ON s.id = t.session_id"
+            " WHERE s.external_id = %s ORDER BY t.index",
+            [external_id],
+        ).fetchall()
+    return [index for (index,) in rows]
+
+
+def test_a_late_turn_on_a_kept_connection_costs_two_round_trips(
+    world: World, kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for n in range(1, 4):
         request_starts()
         ingest(world, n)
     request_starts()
+    announced: list[int] = []
+    monkeypatch.setattr(
+        ingest_module.live_events, "turn_created", lambda turn: announced.append(turn.index)
+    )
     sent = traced(lambda: ingest(world, 4))
-    assert len(sent) == 3, sent
+    assert len(sent) == 2, sent
     assert sent[0].startswith("BEGIN; ")
     assert sent[1].startswith("EXECUTE ctxweb_")
-    assert sent[2].startswith("COMMIT")
-    assert not any(s == "BEGIN" or s.startswith("SELECT 1") for s in sent)
+    assert sent[1].endswith("; COMMIT")
+    assert not any(s in ("BEGIN", "COMMIT") or s.startswith("SELECT 1") for s in sent)
     turn = Turn.objects.get(session__external_id="s", index=3)
     assert turn.message_count == 2 + 2 * 4
+    assert stored_elsewhere() == [0, 1, 2, 3]
+    assert announced == [3]  # its on-commit callback, the live event, ran
+    assert not connection.in_atomic_block
+    assert connection.connection.autocommit == connection.get_autocommit()
+
+
+def test_a_turn_whose_commit_fails_leaves_nothing_and_the_next_is_stored(
+    world: World, kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's COMMIT, sent with its last batch, fails (a foreign key that PostgreSQL checks
+    at the commit, as Django declares them): the error reaches the caller, nothing of the turn
+    is kept, and the connection stores the next one."""
+    ingest(world, 1)
+    built = ingest_module._insert_sql
+
+    def dangling_system(objs: Any) -> Any:
+        for obj in objs:
+            if isinstance(obj, Turn):
+                obj.system_id = 10**12  # no such message: checked when the transaction commits
+        return built(objs)
+
+    monkeypatch.setattr(ingest_module, "_insert_sql", dangling_system)
+    request_starts()
+    with pytest.raises(IntegrityError, match="foreign key"):
+        ingest(world, 2)
+    assert not Turn.objects.filter(index=1).exists()
+    assert stored_elsewhere() == [0]
+    assert not connection.in_atomic_block
+    assert connection.connection.autocommit == connection.get_autocommit()
+    monkeypatch.setattr(ingest_module, "_insert_sql", built)
+    request_starts()
+    assert ingest(world, 2).index == 1
+    assert stored_elsewhere() == [0, 1]
 
 
 class Stop(Exception):
@@ -116,6 +168,7 @@ def test_a_turn_whose_transaction_fails_leaves_nothing_and_the_next_is_stored(
     with pytest.raises(Stop):
         turn_then_failure()
     assert not Turn.objects.filter(index=1).exists()
+    assert stored_elsewhere() == [0]  # inside the caller's transaction: no COMMIT of its own
     assert connection.connection.autocommit == connection.get_autocommit()
     assert ingest(world, 2).index == 1
 
