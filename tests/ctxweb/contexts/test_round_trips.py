@@ -7,15 +7,19 @@ costs two: the session's lock with the new messages, the turn with its rollups a
 
 from __future__ import annotations
 
+import datetime
+import json
 import select
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import Turn
@@ -209,3 +213,63 @@ def test_without_a_health_check_the_ended_connection_fails_the_turn(
     request_starts()
     with pytest.raises(DatabaseError):
         ingest(world, 2)
+
+
+def mogrified(text: str, params: list[Any]) -> bytes:
+    """``text`` with ``params`` as psycopg binds them on the client (its public ``mogrify``)."""
+    with connection.cursor() as cursor:
+        return cast(
+            bytes, cursor.cursor.mogrify(text, params).encode(connection.connection.info.encoding)
+        )
+
+
+SQL_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")),
+    st.datetimes(timezones=st.just(datetime.UTC)),
+    st.dates(),
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.binary(max_size=64),
+)
+
+
+@given(values=st.lists(SQL_VALUES, max_size=80), percent=st.booleans())
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_batch_is_bound_to_the_bytes_psycopg_binds(
+    world: World, kept: None, values: list[Any], percent: bool
+) -> None:
+    """A batch's parameters are rendered as SQL literals before it is sent (psycopg, given
+    parameters, would parse its text again on every call): the same bytes as psycopg's own
+    client-side binding, for every kind of value a turn sends, ``%%`` read as ``%``."""
+    text = (
+        "SELECT " + ", ".join(["%s"] * len(values)) + (" WHERE 'a%%' LIKE 'a%%'" if percent else "")
+    )
+    driver = connection.connection
+    assert _sql._bound(driver, text, values) == mogrified(text, values)
+    assert _sql._bound(driver, text, values) == mogrified(text, values)  # from the kept pieces
+
+
+def test_a_batch_bound_with_json_and_as_sent_json_matches_psycopg(world: World, kept: None) -> None:
+    from django.db.backends.postgresql.psycopg_any import Jsonb
+
+    from ctxweb.contexts.fields import json_as_sent
+
+    values = [Jsonb({"b": 1, "a": ["x'y", None]}), json_as_sent({"z": 1, "a": 2}, json.dumps)]
+    text = "SELECT %s, %s"
+    assert _sql._bound(connection.connection, text, values) == mogrified(text, values)
+
+
+def test_a_batch_with_too_few_parameters_or_an_unknown_escape_is_refused(
+    world: World, kept: None
+) -> None:
+    with pytest.raises(psycopg.ProgrammingError, match="2 placeholders but 1"):
+        _sql._bound(connection.connection, "SELECT %s, %s", [1])
+    with pytest.raises(ValueError, match="%d"):
+        _sql._bound(connection.connection, "SELECT %d", [1])
+    with pytest.raises(DatabaseError), connection.cursor() as cursor:  # as execute would fail
+        _sql._execute_at_once(cursor, [("SELECT %s", [object()])])
