@@ -494,6 +494,11 @@ class PendingCall(models.Model):
             models.Index(fields=["lane", "state", "id"], name="pending_call_lane"),
             models.Index(fields=["state", "created_at"], name="pending_call_state"),
         ]
+        constraints = [
+            # One row a call: recorders sweeping at once cannot both queue a call a dead relay
+            # left (the second row's files would be gone by its turn: a false unread call).
+            models.UniqueConstraint(fields=["spool"], name="pending_call_spool"),
+        ]
 
     def __str__(self) -> str:
         return f"pending {self.call.get('format', '')} call {self.pk} ({self.state})"

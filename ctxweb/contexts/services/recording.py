@@ -52,7 +52,7 @@ from typing import Any
 
 import msgspec
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
@@ -733,15 +733,18 @@ def _adopt_unqueued() -> None:
                 continue  # its process is relaying it now (or is on another host)
             if not Project.objects.filter(pk=what["project_id"]).exists():
                 raise LookupError("its project is gone")
-            PendingCall.objects.create(
-                project_id=what["project_id"],
-                key_id=what["key_id"],
-                lane=lane_for(what["project_id"], what["key_id"], what["call"].get("session")),
-                call=what["call"],
-                spool=spool,
-                size=_size(request_path(spool)),
-                owner=probe.owner,
-            )
+            with transaction.atomic():
+                PendingCall.objects.create(
+                    project_id=what["project_id"],
+                    key_id=what["key_id"],
+                    lane=lane_for(what["project_id"], what["key_id"], what["call"].get("session")),
+                    call=what["call"],
+                    spool=spool,
+                    size=_size(request_path(spool)),
+                    owner=probe.owner,
+                )
+        except IntegrityError:
+            continue  # another recorder's sweep queued it meanwhile (one row a spool)
         except FileNotFoundError:
             continue  # recorded, or dropped, meanwhile
         except (OSError, ValueError, KeyError, LookupError) as error:
@@ -763,10 +766,10 @@ def _sweep(counts: dict[str, int]) -> set[str]:
                 continue
             if _whole(pending):
                 size = _size(answer_path(pending.spool))
-                PendingCall.objects.filter(pk=pending.pk, state=PendingCall.RECEIVING).update(
-                    state=PendingCall.PENDING, size=F("size") + size
-                )
-                counts["recovered"] += 1
+                # another recorder's sweep may have taken it up meanwhile: counted once
+                counts["recovered"] += PendingCall.objects.filter(
+                    pk=pending.pk, state=PendingCall.RECEIVING
+                ).update(state=PendingCall.PENDING, size=F("size") + size)
             else:
                 _discard(pending)
                 counts["dropped"] += 1

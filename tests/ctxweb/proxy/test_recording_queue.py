@@ -619,3 +619,57 @@ def test_a_sweep_between_a_calls_recording_and_its_files_removal_does_not_take_i
     assert recording.recorder_loop(once=True) == 1
     assert not PendingCall.objects.exists()
     assert Session.objects.get(project=project, external_id="once").turns.count() == 1
+
+
+def test_two_sweeps_at_once_queue_a_call_a_dead_relay_left_once(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both recorders of a web process sweep as they start: each lists the spool folder, finds
+    the call a killed relay left without its row and queues it. One row a call: the second
+    sweep's is refused, and the call is one turn, with no false unread call ("the recording's
+    files are gone", once the first row's recording removed them), as the hostile benchmark
+    saw for every call in flight at the kill."""
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane: None)
+    name = spool(project, ["Hello."], session="crashed").spool
+    left_by_a_dead_relay(name)
+    gone = recording._holder_gone
+    other_sweeps: list[bool] = []
+
+    def another_sweep_meanwhile(pending: Any, **how: Any) -> bool:
+        if not other_sweeps:  # after this sweep listed the queue, before it adds the row
+            other_sweeps.append(True)
+            recording._adopt_unqueued()
+        return gone(pending, **how)
+
+    monkeypatch.setattr(recording, "_holder_gone", another_sweep_meanwhile)
+    counts = recording.recordings_sweep()
+    assert other_sweeps
+    assert list(PendingCall.objects.values_list("spool", flat=True)) == [name]
+    assert counts["recovered"] == 1
+    assert recording.recorder_loop(once=True) == 1
+    assert Session.objects.get(project=project, external_id="crashed").turns.count() == 1
+    assert not UnreadCall.objects.exists()
+    assert not PendingCall.objects.exists()
+
+
+def test_the_migration_to_one_row_a_call_drops_rows_queued_twice(project: Project) -> None:
+    """A database where a call was queued twice before the constraint: the migration keeps the
+    first row of each call and adds the constraint."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("contexts", "0014_session_attributed_turns")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()  # 0015_pending_call_spool_unique and on
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps.get_model("contexts", "PendingCall")
+        fields = {"project_id": project.pk, "key_id": 1, "lane": "l", "owner": "h:1"}
+        first = old.objects.create(spool="twice", **fields)
+        old.objects.create(spool="twice", **fields)
+        other = old.objects.create(spool="once", **fields)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(latest)
+    assert sorted(PendingCall.objects.values_list("pk", flat=True)) == [first.pk, other.pk]
