@@ -590,14 +590,42 @@ def _saved(obj: Model, pk: int) -> None:
     obj._state.db = DEFAULT_DB_ALIAS
 
 
+#: The end of a transaction, sent as the last statement of its last batch (:func:`_committing`).
+_COMMIT: tuple[str, Sequence[Any]] = ("COMMIT", ())
+
+
+def _committing(db: Any, block: Any) -> bool:
+    """Whether a batch on ``db`` may end with ``COMMIT``: the writer's own ``atomic`` ``block``
+    (the object it entered) is the only one open, the outermost (no caller's transaction around
+    it, no test's), and its transaction is still sound. The batch holds that transaction's last
+    writes. The server then holds no transaction, which psycopg reads from the connection's
+    status: the ``commit()`` that Django's ``atomic`` sends on leaving the block sends nothing,
+    and its on-commit callbacks run as always. A batch that fails before its ``COMMIT`` leaves
+    the transaction aborted, for the block to roll back; a ``COMMIT`` that fails has rolled it
+    back, and its error goes up through the block the same way."""
+    return (
+        block is not None
+        and db.in_atomic_block
+        and len(db.atomic_blocks) == 1
+        and db.atomic_blocks[0] is block
+        and not db.needs_rollback
+    )
+
+
 def _execute_in_order(
-    cursor: Any, statements: Sequence[tuple[str | Fixed, Sequence[Any]]], *, returning: bool
+    cursor: Any,
+    statements: Sequence[tuple[str | Fixed, Sequence[Any]]],
+    *,
+    returning: bool,
+    commit: Any = None,
 ) -> list[int]:
     """Run ``statements`` in order, in one round trip where the driver batches them
     (:func:`_execute_at_once`), else one ``execute`` each; the ids the first one returns when
-    ``returning``."""
+    ``returning``. ``commit``: the caller's ``atomic`` block whose transaction these writes
+    end; its ``COMMIT`` then ends the same round trip where it may (:func:`_committing`)."""
     if _batches_statements():
-        _execute_at_once(cursor, statements)
+        ending = [_COMMIT] if statements and _committing(cursor.db, commit) else []
+        _execute_at_once(cursor, [*statements, *ending])
         return [row[0] for row in cursor.fetchall()] if returning and statements else []
     ids: list[int] = []
     for number, (sql, values) in enumerate(statements):
@@ -607,21 +635,6 @@ def _execute_in_order(
     return ids
 
 
-#: The end of a transaction, sent as the last statement of its last batch (:func:`_committing`).
-_COMMIT: tuple[str, Sequence[Any]] = ("COMMIT", ())
-
-
-def _committing(db: Any) -> bool:
-    """Whether a batch on ``db`` may end with ``COMMIT``, the transaction's last writes: inside
-    one ``atomic`` block only (the outermost: no caller's transaction around it, no test's)
-    whose transaction is still sound. The server then holds no transaction, which psycopg reads
-    from the connection's status: the ``commit()`` that Django's ``atomic`` sends on leaving the
-    block sends nothing, and its on-commit callbacks run as always. A batch that fails before its
-    ``COMMIT`` leaves the transaction aborted, for the block to roll back; a ``COMMIT`` that
-    fails has rolled it back, and its error goes up through the block the same way."""
-    return db.in_atomic_block and len(db.atomic_blocks) == 1 and not db.needs_rollback
-
-
 def _turn_insert(
     turn: Turn,
     session: Session,
@@ -629,7 +642,7 @@ def _turn_insert(
     *,
     insert: tuple[str, list[Any]] | None = None,
     returning: bool = False,
-    commit: bool = False,
+    commit: Any = None,
 ) -> list[int]:
     """Insert ``turn`` and save the fields of ``session`` that a turn changes, in one statement
     on PostgreSQL (kept prepared, :func:`_execute_at_once`; two statements elsewhere), then run
@@ -638,8 +651,8 @@ def _turn_insert(
     when ``returning``. ``insert``: the turn's ``INSERT`` built already (:func:`_insert_sql`,
     which sets its ``created_at``: ``after`` may have read its day).
 
-    ``commit``: these are the last writes of the transaction, which the caller's outermost
-    ``atomic`` opened; where the driver batches statements, ``COMMIT`` ends the same round trip
+    ``commit``: the caller's ``atomic`` block whose transaction these writes end; where it is
+    the outermost and the driver batches statements, ``COMMIT`` ends the same round trip
     (:func:`_committing`), one fewer a turn."""
     inserting, params = insert or _insert_sql([turn])
     update, update_params = _update_sql(session, _SESSION_UPDATED)
@@ -658,7 +671,7 @@ def _turn_insert(
         written = [(update, update_params), (inserting, params)]
     with db.cursor() as cursor:
         if _batches_statements():
-            ending = [_COMMIT] if commit and _committing(db) else []
+            ending = [_COMMIT] if _committing(db, commit) else []
             _execute_at_once(cursor, [*written, *after, *ending])
             _saved(turn, cursor.fetchone()[0])
             if not (returning and after):

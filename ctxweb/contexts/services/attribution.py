@@ -749,11 +749,12 @@ def _fixed(sql: str, rows: int) -> str | Fixed:
     return Fixed(sql) if rows <= _PREPARED_ROWS else sql
 
 
-def _execute(statements: list[Statement], *, returning: bool) -> list[int]:
+def _execute(statements: list[Statement], *, returning: bool, commit: Any = None) -> list[int]:
     """Run ``statements`` in order, in one round trip where the driver allows it; the ids the
-    first one returns when ``returning``."""
+    first one returns when ``returning``. ``commit``: the ``atomic`` block whose transaction
+    they end (their ``COMMIT`` in the same round trip where it may: ``_sql._committing``)."""
     with connection.cursor() as cursor:
-        return _execute_in_order(cursor, statements, returning=returning)
+        return _execute_in_order(cursor, statements, returning=returning, commit=commit)
 
 
 def _references(
@@ -924,7 +925,8 @@ def attribution_catch_up(*, session_id: int, pending: PendingTurn | None = None)
     :func:`_session_walk`). Whoever reads the rollups calls this first: a turn posted over
     HTTP is attributed after its answer is sent, and a process may stop before it does."""
     kept = pending.counters if pending is not None else None
-    with counting_scope(kept), transaction.atomic():
+    own = transaction.atomic()
+    with counting_scope(kept), own:
         locked = _attribution_locked(session_id, pending.turn if pending is not None else None)
         if locked is None:
             return 0  # deleted meanwhile
@@ -942,9 +944,14 @@ def attribution_catch_up(*, session_id: int, pending: PendingTurn | None = None)
                 walked, previous = _session_walk(session, start=start, stop=at)
                 done += walked
             writes = pending.writes()
-            if at + 1 == count:  # nearly always: the mark goes in the same round trip
+            last = at + 1 == count  # nearly always: the mark, and the commit, go with them
+            if last:
                 writes.statements.append(mark)
-            writes.finish(_execute(writes.statements, returning=writes.returning))
+            writes.finish(
+                _execute(
+                    writes.statements, returning=writes.returning, commit=own if last else None
+                )
+            )
             done += 1
             start, previous = at + 1, list(pending.ids)
             pending.session.attributed_turns = max(pending.session.attributed_turns, at + 1)

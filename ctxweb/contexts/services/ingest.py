@@ -284,7 +284,8 @@ def turn_ingest(
         # MB) is made before the transaction opens: SQLite's locks the whole database.
         guess = _recent_guess(key)
         plan = _guessed_plan(project, context, guess) if guess is not None else None
-        scope.enter_context(transaction.atomic(savepoint=savepoint))
+        own = transaction.atomic(savepoint=savepoint)  # this turn's: its commit may be folded
+        scope.enter_context(own)
         # Sent with the lock: the plan's rows (inserted, or looked up behind round robin), and
         # behind round robin the turns since this process's (to rebuild the previous turn's
         # message ids); ``rows_at`` and ``since`` are their places in what comes back.
@@ -544,7 +545,7 @@ def turn_ingest(
         # The turn's batch holds the transaction's last writes: where it is this call's own,
         # its COMMIT goes in the same round trip (``commit``; the hook below runs after it).
         if answer_deferred() or session.attributed_turns != index:
-            _turn_insert(turn, session, insert=insert, commit=True)
+            _turn_insert(turn, session, insert=insert, commit=own)
             attribute_later = pending
         else:
             session.attributed_turns = index + 1
@@ -556,7 +557,7 @@ def turn_ingest(
                     rollups.statements,
                     insert=insert,
                     returning=rollups.returning,
-                    commit=True,
+                    commit=own,
                 )
             )
         _recent_put(

@@ -548,7 +548,8 @@ def proxy_record(
         except FormatError:
             answered = ()
         following = (original or hashes) + answered
-        with transaction.atomic() if one_transaction else contextlib.nullcontext():
+        own = transaction.atomic() if one_transaction else None  # its commit may be folded
+        with own if own is not None else contextlib.nullcontext():
             turn_ingest(
                 project=project,
                 external_id=external_id,
@@ -576,9 +577,9 @@ def proxy_record(
             ]
             if recorded is not None:
                 statements += recorded()
-            if statements:
+            if statements:  # the transaction's last writes: its COMMIT may go with them
                 with connection.cursor() as cursor:
-                    _execute_in_order(cursor, statements, returning=False)
+                    _execute_in_order(cursor, statements, returning=False, commit=own)
         return external_id
     except Exception as error:
         failures += 1

@@ -273,3 +273,95 @@ def test_a_batch_with_too_few_parameters_or_an_unknown_escape_is_refused(
         _sql._bound(connection.connection, "SELECT %d", [1])
     with pytest.raises(DatabaseError), connection.cursor() as cursor:  # as execute would fail
         _sql._execute_at_once(cursor, [("SELECT %s", [object()])])
+
+
+def test_a_recorded_call_commits_with_its_last_batch(world: World, kept: None) -> None:
+    """The proxy's recorder writes a small call in one transaction of its own: the queue row's
+    deletion and the conversation's memory are its last writes, and its COMMIT goes with them
+    (the turn's own batch does not end it: the recorder's transaction goes on after it)."""
+    from ctxweb.contexts.services import proxying
+
+    answer = json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A typo."}}]}
+    ).encode()
+    messages: list[dict[str, str]] = []
+
+    def record(n: int) -> str | None:
+        messages.append({"role": "user", "content": f"And now? {n}"})
+        return proxying.proxy_record(
+            project=world.project,
+            key_id=1,
+            format="openai-chat",
+            request_body=json.dumps({"model": "gpt-4o", "messages": messages}).encode(),
+            response_body=answer,
+            streamed=False,
+            session="recorded",
+            recorded=lambda: [("SELECT %s", [n])],
+            one_transaction=True,
+        )
+
+    record(0)
+    request_starts()
+    sent = traced(lambda: record(1))
+    assert sent[-1].endswith("; SELECT 1; COMMIT"), sent
+    assert not any(s in ("BEGIN", "COMMIT") for s in sent), sent
+    assert not any(s.endswith("; COMMIT") for s in sent[:-1]), sent
+    assert stored_elsewhere("recorded") == [0, 1]
+    assert not connection.in_atomic_block
+
+
+def test_a_turns_attribution_after_its_answer_commits_with_its_last_batch(
+    world: World, kept: None
+) -> None:
+    """The rollups a turn posted over HTTP adds after its answer: one transaction of their own,
+    whose COMMIT goes with its last batch; they are committed (read from another connection)."""
+    from ctxweb.afterwards import answers_pending, run_all
+
+    ingest(world, 1)
+    request_starts()
+    with answers_pending() as later:
+        ingest(world, 2)
+    assert len(later) == 1
+    sent = traced(lambda: run_all(list(later)))
+    assert sent[-1].endswith("; COMMIT"), sent
+    assert not any(s in ("BEGIN", "COMMIT") for s in sent), sent
+    with psycopg.connect(connection.connection.info.dsn, autocommit=True) as other:
+        attributed = other.execute(
+            "SELECT attributed_turns FROM contexts_session WHERE external_id = 's'"
+        ).fetchone()
+    assert attributed == (2,)
+    assert not connection.in_atomic_block
+
+
+def test_writes_inside_a_callers_transaction_never_commit_it(world: World, kept: None) -> None:
+    """A big call's recording (no transaction of its own: its memory's writes come after its
+    turn's) inside a transaction of a caller's: no COMMIT of the recorder's ends the caller's
+    transaction, which rolls all of it back (once, a test's own transaction was committed so)."""
+    from ctxweb.contexts.services import proxying
+
+    request = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi."}]})
+    answer = json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello."}}]}
+    )
+
+    def recorded_then_failure() -> None:
+        with transaction.atomic():
+            Project.objects.create(name="inside")
+            stored = proxying.proxy_record(
+                project=world.project,
+                key_id=1,
+                format="openai-chat",
+                request_body=request.encode(),
+                response_body=answer.encode(),
+                streamed=False,
+                session="inside",
+                recorded=lambda: [("SELECT 1", [])],
+                one_transaction=False,
+            )
+            assert stored == "inside"
+            raise Stop
+
+    with pytest.raises(Stop):
+        recorded_then_failure()
+    assert stored_elsewhere("inside") == []
+    assert not Project.objects.filter(name="inside").exists()
