@@ -258,7 +258,8 @@ def _pieces(text: str, encoding: str) -> tuple[bytes, ...]:
 
 
 #: By driver connection: the adapters that render its parameters as SQL literals, with the
-#: dumpers they picked for each type (a connection is used by one thread at a time).
+#: dumpers they picked for each type (a connection is used by one thread at a time; the
+#: dictionary is guarded by ``_PREPARED_LOCK``).
 _LITERALS: weakref.WeakKeyDictionary[Any, Transformer] = weakref.WeakKeyDictionary()
 
 
@@ -277,9 +278,10 @@ def _bound(driver: Any, text: str, params: Sequence[Any]) -> bytes:
         raise psycopg.ProgrammingError(
             f"the query has {len(pieces) - 1} placeholders but {len(params)} parameters were passed"
         )
-    literals = _LITERALS.get(driver)
-    if literals is None:
-        literals = _LITERALS[driver] = adapt.Transformer.from_context(driver)
+    with _PREPARED_LOCK:  # the dictionary is every thread's
+        literals = _LITERALS.get(driver)
+        if literals is None:
+            literals = _LITERALS[driver] = adapt.Transformer.from_context(driver)
     literal = literals.as_literal
     out = [pieces[0]]
     for value, piece in zip(params, pieces[1:], strict=True):
