@@ -492,7 +492,7 @@ def flush_redis() -> None:
     redis.Redis.from_url(REDIS).flushdb()
 
 
-def start_worker(env: dict[str, str]) -> subprocess.Popen[Any]:
+def start_worker(env: dict[str, str], concurrency: int = 2) -> subprocess.Popen[Any]:
     return subprocess.Popen(
         [
             str(Path(sys.executable).with_name("celery")),
@@ -500,7 +500,7 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[Any]:
             "ctxweb",
             "worker",
             "-c",
-            "2",
+            str(concurrency),
             "--loglevel=WARNING",
             "--without-gossip",
             "--without-mingle",
@@ -527,7 +527,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         rogue = manage(env, "create_api_key", "--project", "p", "--role", "ingest")
         rogue = rogue.strip().splitlines()[-1].strip()
         if shape == "production":
-            worker = start_worker(env)
+            worker = start_worker(env, args.worker_concurrency)
         server = LiveServer(env).wait_ready()
         url, port = server.url, server.port
         progress(f"[{shape}] setting up the managed session and the calibration")
@@ -889,6 +889,12 @@ def main() -> None:
         "--drain", type=float, default=180, help="seconds at most to wait for the recorder"
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=2,
+        help="the production shape's Celery worker processes (2: make worker's default)",
+    )
     parser.add_argument(
         "--set",
         action="append",

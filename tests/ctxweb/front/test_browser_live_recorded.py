@@ -111,7 +111,14 @@ def test_a_turn_recorded_by_a_recorder_process_reaches_the_open_session_page(
                 {"role": "user", "content": "Now fix it and run the suite again."},
             ],
         )
-        page.wait_for_function("() => window.ctxwebChart.stacks().count === 2")
+        try:
+            page.wait_for_function("() => window.ctxwebChart.stacks().count === 2")
+        except Exception as error:  # say which step failed: recording, the event or the page
+            raise AssertionError(
+                f"the page shows no second turn ({error}); the API lists"
+                f" {turns(running, key)} turns; frames received: {frames};"
+                f" the server's last lines:\n{running.output}"
+            ) from error
         created = [json.loads(f) for f in frames if '"turn.created"' in f]
         assert [event["turn"]["index"] for event in created] == [1], frames
         shot(page, "live-recorded-turn")
