@@ -101,6 +101,23 @@ def create_key(
     return manage(env, "shell", "-c", script, **extra).strip().splitlines()[-1].strip()
 
 
+def session_turns(url: str, key: str, session: str, *, project: str | None = None) -> int:
+    """How many turns session ``session`` has, read through a live server's API with ``key``
+    (0 before its first: the API answers 404 until then)."""
+    query = f"?project={quote(project)}" if project else ""
+    request = urllib.request.Request(
+        f"{url}/api/v1/sessions/{quote(session, safe='')}/turns{query}",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return len(json.loads(response.read()))
+    except urllib.error.HTTPError as error:
+        if error.code == 404:  # no session yet
+            return 0
+        raise
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

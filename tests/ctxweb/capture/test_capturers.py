@@ -22,7 +22,13 @@ import pytest
 
 from ctxweb import capturers
 from ctxweb.contexts.services import preparing
-from tests.support.servers import LiveServer, create_key, embedded_env, live_server
+from tests.support.servers import (
+    LiveServer,
+    create_key,
+    embedded_env,
+    live_server,
+    session_turns,
+)
 
 SESSION = "captured"
 READY = re.compile(r"capture: capturer ready \(pid (\d+)\)")
@@ -114,17 +120,7 @@ def post(url: str, key: str, body: bytes) -> tuple[int, Any, bytes]:
 
 
 def turns(url: str, key: str) -> int:
-    """The session's turns (0 before its first)."""
-    request = urllib.request.Request(
-        f"{url}/api/v1/sessions/{SESSION}/turns", headers={"Authorization": f"Bearer {key}"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return len(json.loads(response.read()))
-    except urllib.error.HTTPError as error:
-        if error.code == 404:  # no session yet
-            return 0
-        raise
+    return session_turns(url, key, SESSION)
 
 
 def test_an_export_is_stored_by_the_capturer_and_answered_as_before(

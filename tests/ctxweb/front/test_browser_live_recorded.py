@@ -23,7 +23,14 @@ import pytest
 from tests.support.browser import PASSWORD, USERNAME, chromium, log_in, require_chromium, shot
 from tests.support.managed import wait
 from tests.support.providers import StandIn
-from tests.support.servers import LiveServer, create_key, embedded_env, free_port, live_server
+from tests.support.servers import (
+    LiveServer,
+    create_key,
+    embedded_env,
+    free_port,
+    live_server,
+    session_turns,
+)
 
 SESSION = "recorded-live"
 #: Generous: the recorders run at a lower priority, and the test suite keeps both cores busy.
@@ -68,17 +75,7 @@ def relay(server: LiveServer, key: str, messages: list[dict[str, Any]]) -> None:
 
 
 def turns(server: LiveServer, key: str) -> int:
-    request = urllib.request.Request(
-        f"{server.url}/api/v1/sessions/{SESSION}/turns?project=p",
-        headers={"Authorization": f"Bearer {key}"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return len(json.loads(response.read()))
-    except urllib.error.HTTPError as error:
-        if error.code == 404:  # not recorded yet
-            return 0
-        raise
+    return session_turns(server.url, key, SESSION, project="p")
 
 
 def test_a_turn_recorded_by_a_recorder_process_reaches_the_open_session_page(
