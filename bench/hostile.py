@@ -662,6 +662,18 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         )
         managed = api(url, key, "GET", f"sessions/{MANAGED}")
         misbehaved["managed_session"] = {k: managed[k] for k in ("turn_count", "unread_calls")}
+        # the raw timeline, to see when the slow calls came (the kill, a big call, ...)
+        (folder / "timeline.json").write_text(
+            json.dumps(
+                {
+                    "start": start,
+                    "killed": killed,
+                    "back": back,
+                    "calls": through["calls"],
+                    "health": health["checks"],
+                }
+            )
+        )
         return analyse(
             shape=shape,
             direct=direct,

@@ -1,5 +1,6 @@
 """Django's Redis cache backend, with each server's client made once, and a counter that
-expires in one round trip (:meth:`RedisCache.incr_expiring`, for :mod:`ctxweb.ratelimit`).
+expires in one round trip (:meth:`RedisCache.incr_expiring`, for :mod:`ctxweb.ratelimit`), as
+does a budget's debit (:meth:`RedisCache.debit`).
 
 Django's client makes a new ``redis.Redis`` for every cache call (55 µs on this machine), around
 a command whose round trip to Redis costs about 130 µs: reading a small value took 210 µs, and
@@ -50,3 +51,28 @@ class RedisCache(django_redis.RedisCache):
         pipeline.expire(name, timeout)
         count, _ = pipeline.execute()
         return int(count)
+
+    def debit(self, key: str, *, now: float, cost: float, burst: float) -> float:
+        """The budget ``key`` (the time at which it is whole again) charged ``cost`` seconds
+        when it is within ``burst`` seconds of whole at ``now``: the seconds past ``burst``
+        (not charged when above 0). One round trip: a script run by Redis, whole."""
+        name = self.make_and_validate_key(key)
+        client = self._cache.get_client(name, write=True)
+        script = _DEBIT_SCRIPTS.get(id(client))
+        if script is None:
+            script = _DEBIT_SCRIPTS[id(client)] = client.register_script(_DEBIT)
+        return float(script(keys=[name], args=[repr(now), repr(cost), repr(burst)]))
+
+
+#: Numbers go to Redis and back as text: a Lua number returned is cut to an integer.
+_DEBIT = """
+local now, cost, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local full = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now)
+local wait = full - now - burst
+if wait <= 0 then
+  full = full + cost
+  redis.call('SET', KEYS[1], string.format('%.6f', full), 'EX', math.ceil(full - now) + 1)
+end
+return string.format('%.6f', wait)
+"""
+_DEBIT_SCRIPTS: dict[int, Any] = {}

@@ -7,11 +7,17 @@ window's counter: with Redis (:class:`ctxweb.cache.RedisCache`) an ``INCR`` and 
 sent together, one round trip of a few bytes, where DRF's throttle read and wrote back the list
 of the caller's request times (up to 1,200 floats, pickled: two round trips); with another
 cache, ``add`` then ``incr``.
+
+Budgets of bytes (:func:`debit`, the proxy's ``CTXWEB_PROXY_KEY_MB_PER_MINUTE``) refill
+continuously instead, so that a key over its budget is slowed to its rate, not let through in
+bursts at each window's start: the generic cell rate algorithm, one value a caller (the time at
+which its budget is whole again), one round trip to Redis (a script).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -84,3 +90,36 @@ def hit(name: str, rate: Rate, *, now: float | None = None) -> Hit:
             backend.add(key, 1, lifetime)
             count = 1
     return Hit(count, rate.seconds - now % rate.seconds)
+
+
+#: Budgets kept in a cache other than Redis: read and written back under this process's lock.
+_DEBITS = threading.Lock()
+
+
+def debit(
+    name: str, amount: int, *, per_second: float, burst: float, now: float | None = None
+) -> float | None:
+    """Take ``amount`` (bytes) from the budget of the caller ``name``, which refills at
+    ``per_second`` and holds ``burst`` seconds of it: None when it is taken, else the seconds
+    until the caller's budget is back within ``burst`` (nothing taken). A caller within its
+    budget is never refused for the size of what it sends: the budget goes into debt by it, and
+    the caller waits for the debt to be repaid before its next. Raises what the cache raises
+    when it cannot be reached (callers let the request through)."""
+    from django.core.cache import caches  # the cache reads the settings: not at import
+
+    from ctxweb.cache import RedisCache
+
+    now = time.time() if now is None else now
+    cost = amount / per_second
+    key = f"{name}:debit"
+    backend = caches["default"]
+    if isinstance(backend, RedisCache):
+        wait = backend.debit(key, now=now, cost=cost, burst=burst)
+    else:
+        with _DEBITS:
+            full = max(float(backend.get(key) or 0.0), now)  # when the budget is whole again
+            wait = full - now - burst
+            if wait <= 0:
+                full += cost
+                backend.set(key, full, math.ceil(full - now) + 1)
+    return wait if wait > 0 else None

@@ -85,3 +85,10 @@ def test_a_rate_limit_that_is_no_rate_stops_the_process_naming_it(tmp_path: Path
     assert "'120 per minute' is not a rate" in done.stderr
     good = run([sys.executable, "manage.py", "check"], env | {"CTXWEB_RATE_LIMIT_COSTLY": "2/s"})
     assert good.returncode == 0, good.stderr
+
+
+def test_a_negative_byte_budget_stops_the_process_naming_it(tmp_path: Path) -> None:
+    env = clean_env(tmp_path) | {"CTXWEB_PROXY_KEY_MB_PER_MINUTE": "-5"}
+    done = run([sys.executable, "manage.py", "check"], env)
+    assert done.returncode != 0
+    assert "CTXWEB_PROXY_KEY_MB_PER_MINUTE=-5" in done.stderr

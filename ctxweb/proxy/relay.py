@@ -28,11 +28,14 @@ the same through Django's URLs (WSGI, the test client).
   session, the start of the agent's request that the operation compacted is sent compacted
   (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
 - **Bounded**: bodies are capped like every request (``CTXWEB_MAX_REQUEST_BYTES``); each key
-  has ``CTXWEB_RATE_LIMIT`` (429 with ``Retry-After``, in the provider's shape) and at most
-  ``CTXWEB_PROXY_KEY_CONCURRENCY`` calls in flight in this process (429 past it). An answer past
-  ``CTXWEB_PROXY_MAX_ANSWER_BYTES`` or ``CTXWEB_PROXY_MAX_ANSWER_SECONDS`` is stopped: a 502 in
-  the provider's shape before it starts, an ``error`` event ending a stream, a cut connection
-  otherwise (the caller sees its answer incomplete, never a truncated answer as whole).
+  has ``CTXWEB_RATE_LIMIT`` (429 with ``Retry-After``, in the provider's shape), optionally a
+  budget of ``CTXWEB_PROXY_KEY_MB_PER_MINUTE`` of request bytes (429 with ``Retry-After`` when
+  over it: what relaying, preparing and recording a key's calls cost grows with their bytes)
+  and at most ``CTXWEB_PROXY_KEY_CONCURRENCY`` calls in flight in this process (429 past it).
+  An answer past ``CTXWEB_PROXY_MAX_ANSWER_BYTES`` or ``CTXWEB_PROXY_MAX_ANSWER_SECONDS`` is
+  stopped: a 502 in the provider's shape before it starts, an ``error`` event ending a stream, a
+  cut connection otherwise (the caller sees its answer incomplete, never a truncated answer as
+  whole).
 - **No shared thread**: the key check runs on ``CTXWEB_PROXY_KEY_THREADS`` threads of its own
   (a cache read for a known key); managed mode's preparation in ``CTXWEB_PROXY_PREPARERS``
   processes of its own (:mod:`~ctxweb.contexts.services.preparing`: the web process's
@@ -54,6 +57,7 @@ import functools
 import http.cookiejar
 import json
 import logging
+import math
 import re
 import time
 import urllib.parse
@@ -412,16 +416,39 @@ def _wait_before(key: ApiKey) -> int | None:
     return hit.wait(rate)
 
 
-def _admit(raw_key: str) -> tuple[ApiKey | None, int | None]:
-    """The caller's active key and, when it is over its rate, the seconds to wait: one trip off
+def _over_budget(key: ApiKey, size: int) -> int | None:
+    """Seconds the key must wait when its requests' bytes are over
+    ``CTXWEB_PROXY_KEY_MB_PER_MINUTE`` (a budget that refills continuously, holding a minute's
+    worth, in the shared cache: :func:`ctxweb.ratelimit.debit`), else None, ``size`` taken from
+    the budget; an unreachable cache lets the call through."""
+    budget = settings.CTXWEB_PROXY_KEY_MB_PER_MINUTE * 1024 * 1024
+    if budget <= 0 or size <= 0:
+        return None
+    try:
+        wait = ratelimit.debit(
+            f"ctxweb-budget:proxy:{key.pk}:{key.key_hash[:16]}",
+            size,
+            per_second=budget / 60,
+            burst=60.0,
+        )
+    except Exception:
+        logger.warning("proxy byte budget not checked: the cache is unavailable")
+        return None
+    return None if wait is None else max(1, math.ceil(wait))
+
+
+def _admit(raw_key: str, size: int = 0) -> tuple[ApiKey | None, int | None, int | None]:
+    """The caller's active key and, when it is over its rate, the seconds to wait, then, when
+    its request of ``size`` bytes is over its key's budget, the seconds to wait: one trip off
     the event loop (a cached key costs a cache read, see ``api_key_get_active``)."""
     key = api_key_get_active(raw_key=raw_key)
     if connection.connection is not None:  # the key was not cached: the database was read
         close_old_connections()
     if key is None:
-        return None, None
+        return None, None, None
     api_key_touch(key=key)
-    return key, _wait_before(key)
+    wait = _wait_before(key)
+    return key, wait, None if wait is not None else _over_budget(key, size)
 
 
 def _prepare(**call: Any) -> Any:
@@ -666,7 +693,11 @@ async def relay(
     answer's ``release`` must be called once it is over (:mod:`ctxweb.proxy.app` does)."""
     raw_key = _header(headers, "x-ctxweb-key")
     loop = asyncio.get_running_loop()
-    key, wait = await loop.run_in_executor(_KEYS, _admit, raw_key) if raw_key else (None, None)
+    key, wait, spent = (
+        await loop.run_in_executor(_KEYS, _admit, raw_key, len(body))
+        if raw_key
+        else (None, None, None)
+    )
     if key is None:
         # Asking again cannot help. Claude Code retries a bare 401 for about three minutes
         # before it prints the message; x-should-retry (which the Anthropic and OpenAI SDKs
@@ -684,6 +715,14 @@ async def relay(
             429,
             f"over this key's rate limit; retry in {wait}s",
             ("retry-after", str(wait)),
+        )
+    if spent is not None:
+        return _refused(
+            provider,
+            429,
+            f"this key sent more than {settings.CTXWEB_PROXY_KEY_MB_PER_MINUTE} MB of requests"
+            f" in a minute (CTXWEB_PROXY_KEY_MB_PER_MINUTE); retry in {spent}s",
+            ("retry-after", str(spent)),
         )
     release = _enter(key.pk)
     if release is None:

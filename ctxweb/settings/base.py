@@ -402,6 +402,15 @@ CTXWEB_LANGFUSE_MAX_BATCH_EVENTS = envint("CTXWEB_LANGFUSE_MAX_BATCH_EVENTS", 1_
 CTXWEB_PROXY_MAX_ANSWER_BYTES = envint("CTXWEB_PROXY_MAX_ANSWER_BYTES", 64 * 1024 * 1024)
 CTXWEB_PROXY_MAX_ANSWER_SECONDS = envint("CTXWEB_PROXY_MAX_ANSWER_SECONDS", 1800)
 CTXWEB_PROXY_KEY_CONCURRENCY = envint("CTXWEB_PROXY_KEY_CONCURRENCY", 32)
+# The request bytes a key may send through the proxy, in MB (MiB) a minute, counted continuously
+# (a budget that refills): over it, 429 in the provider's shape with Retry-After. Off (0) by
+# default: agents whose long contexts the provider caches send hundreds of MB a minute legitimately.
+CTXWEB_PROXY_KEY_MB_PER_MINUTE = envint("CTXWEB_PROXY_KEY_MB_PER_MINUTE", 0)
+if CTXWEB_PROXY_KEY_MB_PER_MINUTE < 0:
+    raise ImproperlyConfigured(
+        f"CTXWEB_PROXY_KEY_MB_PER_MINUTE={CTXWEB_PROXY_KEY_MB_PER_MINUTE}: write the MB a key may"
+        " send a minute, or 0 for no limit."
+    )
 CTXWEB_PROXY_KEY_THREADS = envint("CTXWEB_PROXY_KEY_THREADS", 4)
 CTXWEB_PROXY_PREPARE_THREADS = envint("CTXWEB_PROXY_PREPARE_THREADS", 8)
 CTXWEB_PROXY_KEY_PREPARING = envint("CTXWEB_PROXY_KEY_PREPARING", 2)

@@ -5,6 +5,7 @@ a new window starting from zero, ``Retry-After`` until the window ends."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -105,3 +106,60 @@ def test_with_redis_a_count_is_one_round_trip_that_expires(
     assert sent == [["INCRBY", "EXPIRE"]]  # sent together: one round trip
     key = backend.make_and_validate_key(f"{name}:60:1000")
     assert 0 < backend._cache.get_client().ttl(key) <= 61
+
+
+def test_a_budget_goes_into_debt_by_one_call_and_refills_at_its_rate(name: str) -> None:
+    now = 9_000_000.0
+
+    def debit(amount: int, at: float) -> float | None:
+        return ratelimit.debit(name, amount, per_second=100.0, burst=10.0, now=now + at)
+
+    assert debit(600, 0) is None  # 6 s of the 10 s it holds
+    assert debit(600, 0) is None  # within its burst when sent: 12 s, 2 s in debt
+    assert debit(1, 0) == pytest.approx(2.0)  # refused, and not charged
+    assert debit(1, 1) == pytest.approx(1.0)
+    assert debit(100, 2) is None  # repaid: 11 s from whole again
+    assert debit(1, 2.5) == pytest.approx(0.5)
+    # a call far over the budget goes when the budget is whole; its debt is then waited for
+    assert debit(100_000, 60) is None
+    assert debit(1, 61) == pytest.approx(1000 - 1 - 10)
+    # another caller's budget is its own
+    assert ratelimit.debit(name + "-other", 1, per_second=100.0, burst=10.0, now=now) is None
+
+
+def test_concurrent_debits_are_each_charged(name: str) -> None:
+    now = 9_100_000.0
+    admitted: list[bool] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        taken = [
+            ratelimit.debit(name, 1, per_second=1.0, burst=99.0, now=now) is None for _ in range(25)
+        ]
+        with lock:
+            admitted.extend(taken)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # within 99 s of debt: the first 100 calls of 1 s each, none more (none charged twice)
+    assert admitted.count(True) == 100
+
+
+def test_with_redis_a_debit_is_one_script_that_expires(name: str) -> None:
+    from ctxweb.cache import RedisCache
+
+    backend = caches["default"]
+    if not isinstance(backend, RedisCache):
+        pytest.skip("the Redis cache: REDIS_URL is not set (the production pass sets it)")
+    client = backend._cache.get_client()
+    before = client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    now = time.time()
+    assert ratelimit.debit(name, 500, per_second=100.0, burst=1.0, now=now) is None
+    after = client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    assert after == before + 1
+    key = backend.make_and_validate_key(f"{name}:debit")
+    assert float(client.get(key)) == pytest.approx(now + 5.0)
+    assert 0 < client.ttl(key) <= 6

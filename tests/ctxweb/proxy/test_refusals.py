@@ -75,3 +75,39 @@ def test_a_key_over_its_calls_in_flight_then_over_its_rate_is_a_429_with_retry_a
     assert 1 <= int(wait) <= 61
     message = f"ctxweb: over this key's rate limit; retry in {wait}s."
     assert limited.json() == shaped(provider, kind, message)
+
+
+@pytest.mark.parametrize(
+    ("provider", "kind"),
+    [("openai", "rate_limit_exceeded"), ("anthropic", "rate_limit_error")],
+)
+def test_a_key_over_its_bytes_a_minute_is_a_429_until_its_budget_refills(
+    nowhere: None, settings: Any, provider: str, kind: str
+) -> None:
+    settings.CTXWEB_PROXY_KEY_MB_PER_MINUTE = 1
+    _, raw = api_key_create(project=project_create(name=f"budget-{provider}"))
+    _, other = api_key_create(project=project_create(name=f"budget-other-{provider}"))
+    big = {**BODY, "messages": [{"role": "user", "content": "x" * (3 * 1024 * 1024 // 2)}]}
+    client = Client(headers={"X-Ctxweb-Key": raw})
+    # a key within its budget is never refused for the size of its call: it goes (to an
+    # upstream that cannot be reached), and the budget is 30 s in debt
+    sent = client.post(PATHS[provider], big, content_type="application/json")
+    assert sent.status_code == 502, sent.content
+    over = client.post(PATHS[provider], BODY, content_type="application/json")
+    assert over.status_code == 429
+    wait = over["retry-after"]
+    assert 25 <= int(wait) <= 31  # 1.5 MB at 1 MB a minute, less the minute's worth it holds
+    message = (
+        "ctxweb: this key sent more than 1 MB of requests in a minute"
+        f" (CTXWEB_PROXY_KEY_MB_PER_MINUTE); retry in {wait}s."
+    )
+    assert over.json() == shaped(provider, kind, message)
+    # another key's budget is its own; 0 turns the limit off
+    assert (
+        Client(headers={"X-Ctxweb-Key": other})
+        .post(PATHS[provider], BODY, content_type="application/json")
+        .status_code
+        == 502
+    )
+    settings.CTXWEB_PROXY_KEY_MB_PER_MINUTE = 0
+    assert client.post(PATHS[provider], big, content_type="application/json").status_code == 502
