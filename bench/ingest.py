@@ -389,8 +389,9 @@ def bench_session(args: argparse.Namespace) -> dict[str, Any]:
     executes: list[int] = []
     sent: list[str] = []
 
-    def record(execute: Any, sql: str, *args: Any) -> Any:
-        sent.append(sql)
+    def record(execute: Any, sql: str | bytes, *args: Any) -> Any:
+        # a batch whose values ctxweb bound itself (``_sql._bound``) is sent as bytes
+        sent.append(sql.decode() if isinstance(sql, bytes) else sql)
         return execute(sql, *args)
 
     profiler = None
