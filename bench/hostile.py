@@ -75,6 +75,8 @@ MANAGED = "hostile-managed"
 #: The recorder is taken to have stopped when no caller's session gained a turn for this long.
 STALLED = 20.0
 TARGET_ADDED = 0.10
+#: Seconds after the server is back that the callers' p99 "outside the restart" leaves out.
+RECOVERY = 10.0
 TARGET_HEALTH_MS = 100.0
 TARGET_MEMORY_MB = 500.0
 TARGET_RECORDED_S = 10.0
@@ -718,6 +720,14 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
 def analyse(**run: Any) -> dict[str, Any]:
     direct = [c[1] for calls in run["direct"]["calls"].values() for c in calls]
     through = [c[1] for calls in run["through"]["calls"].values() for c in calls]
+    # The calls sent from the kill until RECOVERY seconds after the server was back: the rest
+    # say what the hostile traffic costs apart from the restart's
+    steady = [
+        c[1]
+        for calls in run["through"]["calls"].values()
+        for c in calls
+        if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY
+    ]
     calm = [c[1] for calls in run["calm"]["calls"].values() for c in calls]
     killed, back = run["killed"], run["back"]
     checks = run["health"]["checks"]
@@ -760,6 +770,7 @@ def analyse(**run: Any) -> dict[str, Any]:
         "shape": run["shape"],
         "direct": direct,
         "through": through,
+        "steady": steady,
         "calm": calm,
         "calm_caught_up": run["calm"]["caught_up"],
         "drained": run["drained"],
@@ -802,6 +813,7 @@ def rows_of(result: dict[str, Any]) -> list[str]:
     d50, d99 = percentile(result["direct"], 0.5), percentile(result["direct"], 0.99)
     t50, t99 = percentile(result["through"], 0.5), percentile(result["through"], 0.99)
     added = t99 / d99 - 1
+    s99 = percentile(result["steady"], 0.99)
     health = result["health"]
     h99, hmax = percentile(health, 0.99), max(health)
     grown = result["peak_mb"] - result["idle_mb"]
@@ -833,7 +845,9 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f"| {shape} | well-behaved callers, added at p99 (median) | under 10% |"
         f" {added:+.1%} ({t50 / d50 - 1:+.1%}): direct {d50 * 1000:.0f} / {d99 * 1000:.0f} ms,"
         f" through {t50 * 1000:.0f} / {t99 * 1000:.0f} ms (p50 / p99), {len(result['through'])}"
-        f" calls, {result['retried']} sent again ({failures}); the server busy {result['cpu']:.0%}"
+        f" calls, {result['retried']} sent again ({failures}); the calls sent outside the"
+        f" restart (from the kill to {RECOVERY:.0f} s after the server was back):"
+        f" p99 {s99 * 1000:.0f} ms ({s99 / d99 - 1:+.1%}); the server busy {result['cpu']:.0%}"
         f" of a core, the callers {result['client_cpu']:.0%}; load average"
         f" {result['load_average']:.1f}"
         f" | {verdict(added < TARGET_ADDED)} |",
