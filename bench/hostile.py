@@ -813,7 +813,7 @@ def rows_of(result: dict[str, Any]) -> list[str]:
     d50, d99 = percentile(result["direct"], 0.5), percentile(result["direct"], 0.99)
     t50, t99 = percentile(result["through"], 0.5), percentile(result["through"], 0.99)
     added = t99 / d99 - 1
-    s99 = percentile(result["steady"], 0.99)
+    o99 = percentile(result["steady"], 0.99)
     health = result["health"]
     h99, hmax = percentile(health, 0.99), max(health)
     grown = result["peak_mb"] - result["idle_mb"]
@@ -847,7 +847,7 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" through {t50 * 1000:.0f} / {t99 * 1000:.0f} ms (p50 / p99), {len(result['through'])}"
         f" calls, {result['retried']} sent again ({failures}); the calls sent outside the"
         f" restart (from the kill to {RECOVERY:.0f} s after the server was back):"
-        f" p99 {s99 * 1000:.0f} ms ({s99 / d99 - 1:+.1%}); the server busy {result['cpu']:.0%}"
+        f" p99 {o99 * 1000:.0f} ms ({o99 / d99 - 1:+.1%}); the server busy {result['cpu']:.0%}"
         f" of a core, the callers {result['client_cpu']:.0%}; load average"
         f" {result['load_average']:.1f}"
         f" | {verdict(added < TARGET_ADDED)} |",
