@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,22 +65,27 @@ def test_each_request_counts_once_in_its_window(name: str) -> None:
     assert ratelimit.hit(name, Rate(3, 1), now=start + 1).count == 1
 
 
-def test_concurrent_requests_are_each_counted(name: str) -> None:
-    rate = Rate(1000, 3600)
-    now = 7_200_000.0
-    seen: list[int] = []
+def _from_threads(call: Callable[[], Any], *, threads: int = 8, each: int = 25) -> list[Any]:
+    """What ``call`` returned, called ``each`` times on each of ``threads`` threads at once."""
+    seen: list[Any] = []
     lock = threading.Lock()
 
     def work() -> None:
-        counts = [ratelimit.hit(name, rate, now=now).count for _ in range(25)]
+        results = [call() for _ in range(each)]
         with lock:
-            seen.extend(counts)
+            seen.extend(results)
 
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for thread in threads:
+    running = [threading.Thread(target=work) for _ in range(threads)]
+    for thread in running:
         thread.start()
-    for thread in threads:
+    for thread in running:
         thread.join()
+    return seen
+
+
+def test_concurrent_requests_are_each_counted(name: str) -> None:
+    rate = Rate(1000, 3600)
+    seen = _from_threads(lambda: ratelimit.hit(name, rate, now=7_200_000.0).count)
     assert sorted(seen) == list(range(1, 201))  # every request its own count, none lost
 
 
@@ -128,22 +134,9 @@ def test_a_budget_goes_into_debt_by_one_call_and_refills_at_its_rate(name: str) 
 
 
 def test_concurrent_debits_are_each_charged(name: str) -> None:
-    now = 9_100_000.0
-    admitted: list[bool] = []
-    lock = threading.Lock()
-
-    def work() -> None:
-        taken = [
-            ratelimit.debit(name, 1, per_second=1.0, burst=99.0, now=now) is None for _ in range(25)
-        ]
-        with lock:
-            admitted.extend(taken)
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    admitted = _from_threads(
+        lambda: ratelimit.debit(name, 1, per_second=1.0, burst=99.0, now=9_100_000.0) is None
+    )
     # within 99 s of debt: the first 100 calls of 1 s each, none more (none charged twice)
     assert admitted.count(True) == 100
 

@@ -22,7 +22,7 @@ from openai import OpenAI
 
 from ctxweb.proxy.relay import SPOOL_ON_LOOP_BYTES
 from tests.support.providers import StandIn
-from tests.support.servers import LiveServer, create_key, embedded_env, live_server
+from tests.support.servers import LiveServer, create_key, embedded_env, live_server, manage
 
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 TOOL = {"tool": "read_file", "arguments": {"path": "src/app.py"}}
@@ -407,6 +407,54 @@ def test_each_key_has_its_rate_limit_in_the_providers_shape(
             )
         assert int(raised.value.response.headers["Retry-After"]) >= 1
         assert len(stand_in.requests) == before + 3
+
+
+def test_a_key_over_its_bytes_a_minute_is_told_by_its_sdk_when_to_call_again(
+    stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``CTXWEB_PROXY_KEY_MB_PER_MINUTE`` as the agents' SDKs meet it: a call within the budget
+    goes whatever its size; the next is the SDK's own rate-limit error, with the seconds to
+    wait, and never reaches the provider. Each key has its budget."""
+    import anthropic
+    import openai
+
+    env = embedded_env(
+        tmp_path_factory.mktemp("proxy-budget"),
+        CTXWEB_UPSTREAM_OPENAI=f"{stand_in.url}/v1",
+        CTXWEB_UPSTREAM_ANTHROPIC=f"{stand_in.url}/v1",
+        CTXWEB_RATE_LIMIT="",
+        CTXWEB_PROXY_KEY_MB_PER_MINUTE="1",
+    )
+    keys = [create_key(env, role="ingest")]  # migrates, and makes the project "p"
+    another = manage(env, "create_api_key", "--project", "p", "--role", "ingest")
+    keys.append(another.strip().splitlines()[-1].strip())
+    big = [{"role": "user", "content": "x" * (3 * 1024 * 1024 // 2)}]  # 1.5 MB: 30 s in debt
+    small = [{"role": "user", "content": "hi"}]
+    with live_server(env) as running:
+        gpt = OpenAI(
+            base_url=f"{running.url}/proxy/openai/v1",
+            api_key=PROVIDER_KEY,
+            max_retries=0,
+            default_headers={"X-Ctxweb-Key": keys[0], "X-Ctxweb-Session": "budget-openai"},
+        )
+        claude = Anthropic(
+            base_url=f"{running.url}/proxy/anthropic",
+            api_key=PROVIDER_KEY,
+            max_retries=0,
+            default_headers={"X-Ctxweb-Key": keys[1], "X-Ctxweb-Session": "budget-anthropic"},
+        )
+        before = len(stand_in.requests)
+        assert gpt.chat.completions.create(model="gpt-4o", messages=big).choices
+        with pytest.raises(openai.RateLimitError) as refused:
+            gpt.chat.completions.create(model="gpt-4o", messages=small)
+        assert 25 <= int(refused.value.response.headers["Retry-After"]) <= 31
+        assert "CTXWEB_PROXY_KEY_MB_PER_MINUTE" in str(refused.value)
+        # the other key's budget is whole: its big call goes, then it waits as well
+        assert claude.messages.create(model="claude-test", max_tokens=16, messages=big).content
+        with pytest.raises(anthropic.RateLimitError) as waiting:
+            claude.messages.create(model="claude-test", max_tokens=16, messages=small)
+        assert 25 <= int(waiting.value.response.headers["Retry-After"]) <= 31
+        assert len(stand_in.requests) == before + 2  # the refused calls never left
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
