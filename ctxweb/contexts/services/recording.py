@@ -307,6 +307,14 @@ def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
                 owner=owner(),
             )
             if not what["complete"] and not _whole(pending):
+                # said, not silent: an operator missing a call finds why in the log
+                logger.info(
+                    "recording: a call (%s, session %s) not recorded: its caller left before"
+                    " the answer's end (%s bytes of it relayed)",
+                    what["call"].get("format"),
+                    what["call"].get("session") or "(none named)",
+                    what["answer_bytes"],
+                )
                 _files_remove(pending.spool)
                 queued.append(False)
                 continue

@@ -116,6 +116,26 @@ def test_a_queued_call_is_recorded_and_its_files_removed(project: Project) -> No
     assert not recording.call_path(name).exists()
 
 
+def test_a_call_whose_caller_left_before_the_answers_end_is_dropped_and_the_log_says_so(
+    project: Project, caplog: pytest.LogCaptureFixture
+) -> None:
+    whole = json.dumps(ANSWER).encode()
+    spooled = spool(project, ["Build it."], session="left", answer=whole[:10])
+    with caplog.at_level("INFO", logger="ctxweb.contexts.services.recording"):
+        recording.recording_finish(spooled=spooled, answer_bytes=10, complete=False)
+        recording.recordings_queued()
+    recording.recordings_idle(30)
+    assert not Session.objects.filter(project=project, external_id="left").exists()
+    assert not PendingCall.objects.exists()
+    assert not recording.request_path(spooled.spool).exists()
+    assert not recording.call_path(spooled.spool).exists()
+    said = [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()]
+    assert said == [
+        "recording: a call (openai-chat, session left) not recorded: its caller left before"
+        " the answer's end (10 bytes of it relayed)"
+    ]
+
+
 def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Project) -> None:
     history = ["Build it."]
     for n in range(6):
