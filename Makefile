@@ -71,23 +71,27 @@ worker: install
 beat: install
 	$(VENV)/bin/celery -A ctxweb beat --loglevel=info --schedule=$${CTXWEB_DATA_DIR:-data}/celerybeat-schedule
 
+# `--dist loadscope`: a module's tests go to one worker, so a module's server (a module-scoped
+# fixture) starts once, not once per worker (tests/ctxweb/proxy: 6:05 against 7:13).
 # The production shape: every database, channel-layer and task test again on PostgreSQL with
 # channels-redis and real Celery workers. Under CI=true it must run; elsewhere it runs when the
 # services answer. Two pytest workers (each its own PostgreSQL test database and Redis database,
 # ctxweb/settings/test.py), then the tests marked `alone` in one process: the fault tests kill the
 # database's connections every 150 ms and need a request to finish between two kills, which two
-# busy workers on two cores did not leave them.
+# busy workers on two cores did not leave them. Tests marked `embedded_server` test only a server
+# of their own in the embedded shape (its own SQLite, no Redis): the production pass would run
+# the very same thing again, so it leaves them out.
 PROD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 PROD_REDIS_URL    ?= redis://127.0.0.1:6379/15
 
 test: install-dev
 	@echo "== embedded shape: SQLite, in-memory channel layer, in-process tasks =="
-	$(PY) -m pytest -n 2 -m "not alone" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadscope -m "not alone" $(PYTEST_ARGS)
 	$(PY) -m pytest -m alone $(PYTEST_ARGS)
 	@if $(PY) -m tests.services "$(PROD_DATABASE_URL)" "$(PROD_REDIS_URL)"; then \
 	  echo "== production shape: PostgreSQL, channels-redis, Celery workers on Redis =="; \
 	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \
-	    $(PY) -m pytest -n 2 tests/ctxweb -m "not browser and not agents and not alone" $(PYTEST_ARGS) && \
+	    $(PY) -m pytest -n 2 --dist loadscope tests/ctxweb -m "not browser and not agents and not alone and not embedded_server" $(PYTEST_ARGS) && \
 	  DATABASE_URL="$(PROD_DATABASE_URL)" REDIS_URL="$(PROD_REDIS_URL)" \
 	    $(PY) -m pytest tests/ctxweb -m "alone" $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \

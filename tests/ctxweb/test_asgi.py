@@ -145,6 +145,7 @@ def post_chunked(host: str, key: str, data: bytes) -> tuple[int, Any]:
     return response.status, answer
 
 
+@pytest.mark.embedded_server
 def test_the_server_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
     capped_server: tuple[str, str],
 ) -> None:
@@ -166,6 +167,7 @@ def test_the_server_passes_a_chunked_turn_whole_and_refuses_one_over_the_cap(
     assert (status, answer["index"]) == (201, 1)
 
 
+@pytest.mark.embedded_server
 def test_the_server_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
     capped_server: tuple[str, str],
 ) -> None:
@@ -190,6 +192,7 @@ def test_the_server_hands_a_multipart_body_it_cannot_parse_to_ctxweb(
     assert "file" in answer["error"]["fields"]
 
 
+@pytest.mark.embedded_server
 def test_the_server_still_logs_each_request(live: tuple[LiveServer, str]) -> None:
     """Each request has its access log line."""
     server, _ = live
@@ -204,6 +207,7 @@ def test_the_server_still_logs_each_request(live: tuple[LiveServer, str]) -> Non
     assert '"GET /api/v1/health?logged=1 HTTP/1.1" 200' in server.log, server.output
 
 
+@pytest.mark.embedded_server
 def test_the_server_reads_a_large_body_whole(live: tuple[LiveServer, str]) -> None:
     """A body of many socket reads (under the cap) arrives whole and in order."""
     server, key = live

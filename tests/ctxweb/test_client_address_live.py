@@ -20,7 +20,7 @@ import pytest
 from tests.support.builders import body, history
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server, post
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_server]
 
 OWNER, PASSWORD = "owner", "pw-owner-live-123"
 STRANGER = "198.51.100.66"

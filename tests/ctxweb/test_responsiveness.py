@@ -22,6 +22,8 @@ import pytest
 
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 KEYWORDS = "error failed tool call result must decided chosen "
 
 

@@ -105,13 +105,13 @@ def session_turns(url: str, key: str, session: str, *, project: str | None = Non
     """How many turns session ``session`` has, read through a live server's API with ``key``
     (0 before its first: the API answers 404 until then)."""
     query = f"?project={quote(project)}" if project else ""
-    request = urllib.request.Request(
-        f"{url}/api/v1/sessions/{quote(session, safe='')}/turns{query}",
+    request = urllib.request.Request(  # the session's one small answer, not its turns' list
+        f"{url}/api/v1/sessions/{quote(session, safe='')}{query}",
         headers={"Authorization": f"Bearer {key}"},
     )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            return len(json.loads(response.read()))
+            return int(json.loads(response.read())["turn_count"])
     except urllib.error.HTTPError as error:
         if error.code == 404:  # no session yet
             return 0

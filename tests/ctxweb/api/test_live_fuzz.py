@@ -18,6 +18,8 @@ import pytest
 from tests.support.fuzz import schemathesis_live
 from tests.support.servers import create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SEED = 20261124
 #: Test cases per operation and phase: about 1,300 requests, some 20 seconds.

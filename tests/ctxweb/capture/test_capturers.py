@@ -30,6 +30,8 @@ from tests.support.servers import (
     session_turns,
 )
 
+pytestmark = pytest.mark.embedded_server
+
 SESSION = "captured"
 READY = re.compile(r"capture: capturer ready \(pid (\d+)\)")
 MESSAGES = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Why?"}]}])

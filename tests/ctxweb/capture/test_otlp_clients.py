@@ -21,6 +21,8 @@ import pytest
 from ctxweb.front.setup import setup_snippets
 from tests.support.servers import ROOT, create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 #: (client, streaming, whether its spans carry the tool definitions)
 CLIENTS = [
     ("openai-v2", False, False),

@@ -101,6 +101,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         yield running.url, key
 
 
+@pytest.mark.embedded_server
 def test_schemathesis_finds_nothing_live(server: tuple[str, str], tmp_path: Path) -> None:
     url, key = server
     output = schemathesis_live(

@@ -30,6 +30,8 @@ from openai import OpenAI
 
 from tests.support.servers import create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 QUESTION: Any = [{"role": "user", "content": "Why does the test fail?"}]
 ANSWER = "The divisor is zero."

@@ -43,6 +43,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 #: The bound on an answer's bytes of the ``bounded`` server.
 ANSWER_BYTES = 100_000

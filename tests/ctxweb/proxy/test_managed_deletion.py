@@ -22,6 +22,8 @@ from tests.support.managed import build_calls, call_api, operation_applied, wait
 from tests.support.providers import StandIn
 from tests.support.servers import create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 POINTER = "[EXTERNALIZED:"
 
 

@@ -15,6 +15,8 @@ from tests.support.managed import OUTPUT, call_api, operation_applied, wait
 from tests.support.providers import StandIn
 from tests.support.servers import create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 SYSTEM = "You are a careful coding agent."
 SUMMARY_START = "CONTEXT_SUMMARY:"
 

@@ -181,6 +181,7 @@ def stored(data: Path) -> int:
     return int(turns) + int(unread)
 
 
+@pytest.mark.embedded_server
 def test_schemathesis_finds_nothing_live(
     server: tuple[str, str, Path], stand_in: StandIn, tmp_path: Path
 ) -> None:

@@ -84,6 +84,7 @@ def openai_client(url: str, key: str, session: str | None = None) -> OpenAI:
     return OpenAI(base_url=f"{url}/proxy/openai/v1", api_key=PROVIDER_KEY, default_headers=headers)
 
 
+@pytest.mark.embedded_server
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_an_openai_agent_is_answered_as_upstream_and_recorded_turn_by_turn(
     server: tuple[str, str, Path], stand_in: StandIn, stream: bool
@@ -148,6 +149,7 @@ def test_an_openai_agent_is_answered_as_upstream_and_recorded_turn_by_turn(
     assert "x-ctxweb-key" not in stand_in.headers[-1]
 
 
+@pytest.mark.embedded_server
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_an_anthropic_agent_without_a_session_header_stays_one_session(
     server: tuple[str, str, Path], stand_in: StandIn, stream: bool
@@ -211,6 +213,7 @@ def test_an_anthropic_agent_without_a_session_header_stays_one_session(
     assert turns[1]["reported_input_tokens"] > 0
 
 
+@pytest.mark.embedded_server
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_stream_the_sdk_stops_reading_at_its_last_event_is_recorded(
     server: tuple[str, str, Path], stand_in: StandIn, provider: str
@@ -253,6 +256,7 @@ def test_a_stream_the_sdk_stops_reading_at_its_last_event_is_recorded(
     assert f"Answered in full ({provider})." in json.dumps(recorded)
 
 
+@pytest.mark.embedded_server
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_a_call_whose_request_is_spooled_off_the_event_loop_is_recorded_whole(
     server: tuple[str, str, Path], stand_in: StandIn, stream: bool
@@ -280,6 +284,7 @@ def test_a_call_whose_request_is_spooled_off_the_event_loop_is_recorded_whole(
     assert "What failed?" in json.dumps(api(url, key, f"sessions/{session}/turns/0"))
 
 
+@pytest.mark.embedded_server
 def test_no_ctxweb_key_is_refused_in_the_providers_shape_and_nothing_leaves(
     server: tuple[str, str, Path], stand_in: StandIn
 ) -> None:
@@ -306,6 +311,7 @@ def test_no_ctxweb_key_is_refused_in_the_providers_shape_and_nothing_leaves(
     assert len(stand_in.requests) == before
 
 
+@pytest.mark.embedded_server
 def test_upstream_errors_pass_through_as_they_are_and_are_not_recorded(
     server: tuple[str, str, Path], stand_in: StandIn
 ) -> None:
@@ -333,6 +339,7 @@ def test_upstream_errors_pass_through_as_they_are_and_are_not_recorded(
     assert missing.value.code == 404
 
 
+@pytest.mark.embedded_server
 def test_other_paths_pass_through_unrecorded(
     server: tuple[str, str, Path], stand_in: StandIn
 ) -> None:
@@ -354,6 +361,7 @@ def test_other_paths_pass_through_unrecorded(
     assert error.value.code == 404  # the upstream's own answer
 
 
+@pytest.mark.embedded_server
 def test_the_providers_key_is_stored_nowhere(server: tuple[str, str, Path]) -> None:
     url, key, data = server
     openai_client(url, key, "keyless").chat.completions.create(
@@ -373,6 +381,7 @@ def test_the_providers_key_is_stored_nowhere(server: tuple[str, str, Path]) -> N
     assert b"hello" in content  # the recording itself is there
 
 
+@pytest.mark.embedded_server
 def test_each_key_has_its_rate_limit_in_the_providers_shape(
     stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -409,6 +418,7 @@ def test_each_key_has_its_rate_limit_in_the_providers_shape(
         assert len(stand_in.requests) == before + 3
 
 
+@pytest.mark.embedded_server
 def test_a_key_over_its_bytes_a_minute_is_told_by_its_sdk_when_to_call_again(
     stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -457,6 +467,7 @@ def test_a_key_over_its_bytes_a_minute_is_told_by_its_sdk_when_to_call_again(
         assert len(stand_in.requests) == before + 2  # the refused calls never left
 
 
+@pytest.mark.embedded_server
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_an_openai_responses_agent_is_recorded_too(
     server: tuple[str, str, Path], stand_in: StandIn, stream: bool
@@ -489,6 +500,7 @@ def test_an_openai_responses_agent_is_recorded_too(
         assert turn["reported_input_tokens"] == max(1, len(json.dumps(request["input"])) // 4)
 
 
+@pytest.mark.embedded_server
 def test_a_host_the_site_does_not_serve_is_refused_before_anything_leaves(
     server: tuple[str, str, Path], stand_in: StandIn
 ) -> None:
@@ -561,6 +573,7 @@ def test_the_same_relay_answers_through_djangos_urls(
     recording_idle(close=True)  # the recorder's connection, to this test's database
 
 
+@pytest.mark.embedded_server
 def test_only_the_agents_headers_go_upstream(
     server: tuple[str, str, Path], stand_in: StandIn
 ) -> None:

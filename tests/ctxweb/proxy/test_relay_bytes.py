@@ -25,6 +25,8 @@ import pytest
 
 from tests.support.servers import create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 #: A header value as the upstream writes it: UTF-8, with a character outside Latin-1.
 NOTE = "réponse ✓ 答".encode()
 #: What each call's ``X-Agent-Note`` was, as the upstream received it.

@@ -103,6 +103,7 @@ def logged_in(url: str) -> httpx.Client:
     return client
 
 
+@pytest.mark.embedded_server
 def test_an_unreadable_call_is_answered_unchanged_and_kept_on_its_session(
     server: tuple[str, str, StandIn],
 ) -> None:
@@ -178,6 +179,7 @@ def test_an_unreadable_call_is_answered_unchanged_and_kept_on_its_session(
     assert gone.status_code == 404
 
 
+@pytest.mark.embedded_server
 def test_a_streamed_unreadable_call_keeps_the_stream_as_relayed(
     server: tuple[str, str, StandIn],
 ) -> None:

@@ -17,6 +17,8 @@ from anthropic import Anthropic
 from tests.support.providers import StandIn, provider_stand_in
 from tests.support.servers import create_key, embedded_env, live_server
 
+pytestmark = pytest.mark.embedded_server
+
 PROVIDER_KEY = "sk-provider-secret-0123456789"
 BETA_1M = "context-1m-2025-08-07"
 
