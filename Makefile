@@ -72,7 +72,8 @@ beat: install
 	$(VENV)/bin/celery -A ctxweb beat --loglevel=info --schedule=$${CTXWEB_DATA_DIR:-data}/celerybeat-schedule
 
 # `--dist loadscope`: a module's tests go to one worker, so a module's server (a module-scoped
-# fixture) starts once, not once per worker (tests/ctxweb/proxy: 6:05 against 7:13).
+# fixture) starts once, not once per worker (measured back to back, -n 2: tests/ctxweb/proxy
+# 6:05 against 7:13 with xdist's default; capture, contexts and api 5:46 against 5:52).
 # The production shape: every database, channel-layer and task test again on PostgreSQL with
 # channels-redis and real Celery workers. Under CI=true it must run; elsewhere it runs when the
 # services answer. Two pytest workers (each its own PostgreSQL test database and Redis database,
