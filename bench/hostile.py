@@ -720,13 +720,14 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
 def analyse(**run: Any) -> dict[str, Any]:
     direct = [c[1] for calls in run["direct"]["calls"].values() for c in calls]
     through = [c[1] for calls in run["through"]["calls"].values() for c in calls]
-    # The calls sent from the kill until RECOVERY seconds after the server was back: the rest
-    # say what the hostile traffic costs apart from the restart's
+    # The calls sent from a second before the kill (in flight when it came) until RECOVERY
+    # seconds after the server was back: the rest say what the hostile traffic costs apart from
+    # the restart's
     steady = [
         c[1]
         for calls in run["through"]["calls"].values()
         for c in calls
-        if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY
+        if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY  # c[2] - c[1]: sent
     ]
     calm = [c[1] for calls in run["calm"]["calls"].values() for c in calls]
     killed, back = run["killed"], run["back"]
@@ -846,7 +847,7 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" {added:+.1%} ({t50 / d50 - 1:+.1%}): direct {d50 * 1000:.0f} / {d99 * 1000:.0f} ms,"
         f" through {t50 * 1000:.0f} / {t99 * 1000:.0f} ms (p50 / p99), {len(result['through'])}"
         f" calls, {result['retried']} sent again ({failures}); the calls sent outside the"
-        f" restart (from the kill to {RECOVERY:.0f} s after the server was back):"
+        f" restart (from a second before the kill to {RECOVERY:.0f} s after the server was back):"
         f" p99 {o99 * 1000:.0f} ms ({o99 / d99 - 1:+.1%}); the server busy {result['cpu']:.0%}"
         f" of a core, the callers {result['client_cpu']:.0%}; load average"
         f" {result['load_average']:.1f}"

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 from anthropic import Anthropic
 from openai import OpenAI
@@ -425,9 +427,6 @@ def test_a_key_over_its_bytes_a_minute_is_told_by_its_sdk_when_to_call_again(
     """``CTXWEB_PROXY_KEY_MB_PER_MINUTE`` as the agents' SDKs meet it: a call within the budget
     goes whatever its size; the next is the SDK's own rate-limit error, with the seconds to
     wait, and never reaches the provider. Each key has its budget."""
-    import anthropic
-    import openai
-
     env = embedded_env(
         tmp_path_factory.mktemp("proxy-budget"),
         CTXWEB_UPSTREAM_OPENAI=f"{stand_in.url}/v1",
