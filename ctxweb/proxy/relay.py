@@ -21,7 +21,9 @@ the same through Django's URLs (WSGI, the test client).
   then each chunk of the answer before it goes back) to a durable queue that recorders drain
   (:mod:`~ctxweb.contexts.services.recording`): once the last chunk has been relayed, or, for a
   stream, once its last event has (an SDK may leave as soon as it reads it, before the upstream
-  ends the stream); a caller that leaves mid-stream is not recorded. Nothing is parsed on the
+  ends the stream). An answer cut before its end (its caller left, ctxweb stopped it, the
+  provider's connection failed) is recorded all the same, its turn saying so: the request the
+  agent sent is whole, the answer what came before the cut. Nothing is parsed on the
   caller's path, and the answer is never held in memory; a request body from
   :data:`SPOOL_ON_LOOP_BYTES` up is written on threads of its own, not on the event loop.
 - **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
@@ -859,6 +861,8 @@ async def _relay(
         )
         size = 0
         complete = False
+        # why the answer ended before its end, if it did: the caller left unless said otherwise
+        cut = "its caller left before the answer's end"
         events = WholeEvents() if streamed and not encoded else None
         upstream_chunks = answer.chunks
         try:
@@ -892,9 +896,13 @@ async def _relay(
                 yield bytes(events.held)  # the stream's last bytes, whatever they are
         except AnswerStopped as stopped:
             logger.warning("proxy: %s", stopped)
+            cut = f"ctxweb stopped it: {stopped}"
             if events is not None:
                 yield _stream_error(provider, format, f"ctxweb: {stopped}; the answer was cut.")
                 return
+            raise
+        except Exception as error:  # the caller's leaving is GeneratorExit or a cancellation
+            cut = f"the provider's connection failed ({type(error).__name__}: {error})"
             raise
         finally:
             try:
@@ -902,7 +910,10 @@ async def _relay(
                     written.close()
                 if spooled is not None:
                     recording.recording_finish(
-                        spooled=spooled, answer_bytes=size, complete=complete
+                        spooled=spooled,
+                        answer_bytes=size,
+                        complete=complete,
+                        cut="" if complete else cut,
                     )
             finally:
                 deadline.close()

@@ -42,7 +42,7 @@ from compaction.messages.model import Context, Message, Part
 from compaction.regions import raw_region
 from compaction.streams import provider_answer, stream_finished
 from ctxweb.accounts.models import Project
-from ctxweb.bodies import inflate
+from ctxweb.bodies import BadBody, TooLarge, inflate
 from ctxweb.contexts import selectors
 from ctxweb.contexts.models import ProxyConversation, ProxyMainCalls
 from ctxweb.contexts.services._canonical import _same_message
@@ -505,6 +505,7 @@ def proxy_record(
     events: Sequence[dict[str, Any]] = (),
     compressed: bool = False,
     content_encoding: str = "",
+    cut: bool = False,
     context_window: int | None = None,
     context_window_source: str | None = None,
     recorded: Callable[[], Sequence[tuple[str, Sequence[Any]]]] | None = None,
@@ -520,6 +521,10 @@ def proxy_record(
     :data:`ANSWER_LIMIT`, is an unread call, never a turn with no answer. ``original`` is the
     agent's own messages by identity when what was sent differs (managed mode): the next call,
     which extends the agent's history, joins by them.
+    ``cut``: the answer ended before its end (its caller left, ctxweb stopped it, the
+    provider's connection failed; an event of the call says so): the turn is recorded with what
+    of the answer reads (none when it does not inflate or parse), and the conversation is
+    remembered without it (the agent's next call may hold the answer whole, part of it, or none).
     ``context_window`` is the window the call itself selected (a model's 1M-context header), and
     ``context_window_source`` where that figure came from.
 
@@ -532,7 +537,12 @@ def proxy_record(
     global failures
     relayed = response_body
     try:
-        response_body = _answer_inflated(response_body, content_encoding, compressed)
+        try:
+            response_body = _answer_inflated(response_body, content_encoding, compressed)
+        except (BadBody, TooLarge):
+            if not cut:
+                raise
+            response_body = b""  # a cut answer's compressed stream does not inflate whole
         request = json.loads(request_body)
         if not isinstance(request, dict):
             raise FormatError("request", "expected a JSON object")
@@ -544,7 +554,11 @@ def proxy_record(
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
             external_id = f"proxy-{stamp}-{secrets.token_hex(3)}"
         try:
-            answered = _hashes(format, {**request, messages_key(format): []}, answer.messages)
+            answered = (
+                ()
+                if cut
+                else _hashes(format, {**request, messages_key(format): []}, answer.messages)
+            )
         except FormatError:
             answered = ()
         following = (original or hashes) + answered

@@ -201,7 +201,7 @@ class _Shard:
     def __init__(self, n: int) -> None:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-spool-{n}")
         self.lock = threading.Lock()
-        self.waiting: list[tuple[Spooled, int, bool, Future[None]]] = []
+        self.waiting: list[tuple[Spooled, int, bool, str, Future[None]]] = []
         self.scheduled = False
 
 
@@ -210,16 +210,16 @@ _SHARDS = [_Shard(n) for n in range(4)]
 _FINISHING: set[Future[None]] = set()
 
 
-def recording_finish(*, spooled: Spooled, answer_bytes: int, complete: bool) -> None:
-    """The answer to a spooled call is over (``complete``: relayed to its end): queue the call
-    (:func:`recording_queue`) on its lane's thread, after the lane's earlier calls. Returns at
-    once (the relay calls it on its event loop)."""
+def recording_finish(*, spooled: Spooled, answer_bytes: int, complete: bool, cut: str = "") -> None:
+    """The answer to a spooled call is over (``complete``: relayed to its end; else ``cut`` says
+    why it ended before): queue the call (:func:`recording_queue`) on its lane's thread, after
+    the lane's earlier calls. Returns at once (the relay calls it on its event loop)."""
     shard = _SHARDS[zlib.crc32(spooled.lane.encode()) % len(_SHARDS)]
     finishing: Future[None] = Future()
     _FINISHING.add(finishing)
     finishing.add_done_callback(_FINISHING.discard)
     with shard.lock:
-        shard.waiting.append((spooled, answer_bytes, complete, finishing))
+        shard.waiting.append((spooled, answer_bytes, complete, cut, finishing))
         if shard.scheduled:
             return
         shard.scheduled = True
@@ -241,8 +241,9 @@ def _finish(shard: _Shard) -> None:
                     "request_bytes": spooled.request_bytes,
                     "answer_bytes": answer_bytes,
                     "complete": complete,
+                    "cut": cut,
                 }
-                for spooled, answer_bytes, complete, _ in batch
+                for spooled, answer_bytes, complete, cut, _ in batch
             ]
         )
     except Exception:
@@ -269,10 +270,13 @@ def recording_queue(
     request_bytes: int,
     answer_bytes: int,
     complete: bool,
+    cut: str = "",
 ) -> bool:
-    """The answer to a spooled call has been relayed (``complete``: to its end): queue the call
-    for a recorder (one row, one statement), or drop it when its answer was not relayed whole.
-    A call past the queue's bounds is kept as an unread call saying so. Whether it was queued."""
+    """The answer to a spooled call has been relayed (``complete``: to its end; else ``cut``
+    says why it ended before): queue the call for a recorder (one row, one statement). A call
+    whose answer was cut is recorded all the same (nothing the agent sent is lost), its turn
+    saying the answer was cut and why (:func:`cut_event`). A call past the queue's bounds is
+    kept as an unread call saying so. Whether it was queued."""
     return recordings_queue(
         [
             {
@@ -283,6 +287,7 @@ def recording_queue(
                 "request_bytes": request_bytes,
                 "answer_bytes": answer_bytes,
                 "complete": complete,
+                "cut": cut,
             }
         ]
     )[0]
@@ -301,23 +306,22 @@ def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
                 key_id=what["key_id"],
                 lane=lane_for(what["project_id"], what["key_id"], what["call"].get("session")),
                 state=PendingCall.PENDING,
-                call=what["call"],
+                call=dict(what["call"]),
                 spool=what["spool"],
                 size=what["request_bytes"] + what["answer_bytes"],
                 owner=owner(),
             )
             if not what["complete"] and not _whole(pending):
-                # said, not silent: an operator missing a call finds why in the log
+                why = what.get("cut") or "its caller left before the answer's end"
+                event = cut_event(why, what["answer_bytes"])
+                pending.call["cut"] = True
+                pending.call["events"] = [*(pending.call.get("events") or ()), event]
                 logger.info(
-                    "recording: a call (%s, session %s) not recorded: its caller left before"
-                    " the answer's end (%s bytes of it relayed)",
-                    what["call"].get("format"),
-                    what["call"].get("session") or "(none named)",
-                    what["answer_bytes"],
+                    "recording: a call (%s, session %s) recorded with its answer cut: %s",
+                    pending.call.get("format"),
+                    pending.call.get("session") or "(none named)",
+                    event["message"],
                 )
-                _files_remove(pending.spool)
-                queued.append(False)
-                continue
             why = _over_bounds(pending.project_id, pending.lane, pending.size)
             if why:
                 full.append((pending, why))
@@ -334,6 +338,20 @@ def recordings_queue(calls: Sequence[dict[str, Any]]) -> list[bool]:
     for lane in dict.fromkeys(row.lane for row in rows):
         recordings_dispatch(lane)
     return queued
+
+
+def cut_event(why: str, relayed: int) -> dict[str, Any]:
+    """The event a turn whose answer was cut carries (shown on its page, in the API's
+    ``events``): ``why`` it ended before its end, and how much of it was relayed."""
+    return {
+        "type": "interrupted",
+        "source": "proxy",
+        "warning": True,
+        "message": (
+            f"The answer was cut after {relayed} bytes: {why}. The request is recorded whole;"
+            " the response is what the provider sent before the cut."
+        ),
+    }
 
 
 def _whole(pending: PendingCall) -> bool:
@@ -627,6 +645,7 @@ def _record(pending: PendingCall) -> bool:
             events=list(call.get("events") or ()),
             compressed=bool(call.get("content_encoding")),
             content_encoding=str(call.get("content_encoding") or ""),
+            cut=bool(call.get("cut")),
             **_window(request, call.get("window_headers") or ()),
             recorded=recorded,
             one_transaction=pending.size < settings.CTXWEB_RECORDING_BIG_BYTES,

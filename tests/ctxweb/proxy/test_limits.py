@@ -313,6 +313,17 @@ def turn_count(server: LiveServer, key: str, session: str) -> int:
     return int(answer.json()["turn_count"]) if answer.status_code == 200 else 0
 
 
+def recorded_turn(server: LiveServer, key: str, session: str) -> dict[str, Any]:
+    """The session's first turn, as the API shows it, once it is recorded."""
+    eventually(lambda: turn_count(server, key, session) >= 1, f"{session} recorded", server)
+    answer = httpx.get(
+        f"{server.url}/api/v1/sessions/{session}/turns/0",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
 def memory_peak(server: LiveServer) -> int:
     """The most memory the server's process has held so far (its ``VmHWM``), in bytes."""
     status = Path(f"/proc/{server.process.pid}/status").read_text()
@@ -420,6 +431,34 @@ def test_a_stream_that_stalls_past_the_bound_ends_with_an_error_event(bounded: S
     assert received == ["Thinking"]
     assert "CTXWEB_PROXY_MAX_ANSWER_SECONDS" in stopped.value.message
     assert "(2s)" in stopped.value.message
+    # Recorded all the same: the request whole, what came of the answer, and why it ended.
+    turn = recorded_turn(server, key, "stalling")
+    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
+    assert "ctxweb stopped it: the provider's answer took over" in cut["message"]
+    assert "CTXWEB_PROXY_MAX_ANSWER_SECONDS (2s)" in cut["message"]
+    assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
+    assert [m["role"] for m in turn["messages"]] == ["user"]
+    assert "Think." in json.dumps(turn["messages"][0]["message"])
+
+
+def test_a_call_whose_caller_leaves_mid_stream_is_recorded_as_interrupted(
+    bounded: Started,
+) -> None:
+    # An agent's user pressing Esc: the SDK closes the stream after its first event.
+    server, key = bounded
+    client = openai_client(server, key, "interrupted")
+    stream = client.chat.completions.create(
+        model="stalling", messages=[{"role": "user", "content": "Think."}], stream=True
+    )
+    first = next(iter(stream))
+    assert first.choices[0].delta.content == "Thinking"
+    stream.close()
+    turn = recorded_turn(server, key, "interrupted")
+    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
+    assert "its caller left before the answer's end" in cut["message"]
+    assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
+    assert [m["role"] for m in turn["messages"]] == ["user"]
+    assert "Think." in json.dumps(turn["messages"][0]["message"])
 
 
 def test_an_upstream_that_sends_no_headers_is_a_502(bounded: Started) -> None:

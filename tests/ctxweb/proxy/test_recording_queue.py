@@ -28,7 +28,7 @@ import pytest
 from django.utils import timezone
 
 from ctxweb.accounts.models import Project
-from ctxweb.contexts.models import PendingCall, Session, UnreadCall
+from ctxweb.contexts.models import PendingCall, Session, Turn, UnreadCall
 from ctxweb.contexts.services import recording
 from tests.support.servers import create_key, embedded_env, live_server
 
@@ -116,24 +116,47 @@ def test_a_queued_call_is_recorded_and_its_files_removed(project: Project) -> No
     assert not recording.call_path(name).exists()
 
 
-def test_a_call_whose_caller_left_before_the_answers_end_is_dropped_and_the_log_says_so(
-    project: Project, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    "why",
+    [
+        "its caller left before the answer's end",
+        "ctxweb stopped it: the provider's answer took over CTXWEB_PROXY_MAX_ANSWER_SECONDS (1s)",
+    ],
+)
+def test_a_call_whose_answer_was_cut_is_recorded_and_its_turn_says_so(
+    project: Project, caplog: pytest.LogCaptureFixture, why: str
 ) -> None:
     whole = json.dumps(ANSWER).encode()
-    spooled = spool(project, ["Build it."], session="left", answer=whole[:10])
+    spooled = spool(project, ["Build it."], session=None, answer=whole[:10])
     with caplog.at_level("INFO", logger="ctxweb.contexts.services.recording"):
-        recording.recording_finish(spooled=spooled, answer_bytes=10, complete=False)
+        recording.recording_finish(spooled=spooled, answer_bytes=10, complete=False, cut=why)
         recording.recordings_queued()
     recording.recordings_idle(30)
-    assert not Session.objects.filter(project=project, external_id="left").exists()
-    assert not PendingCall.objects.exists()
-    assert not recording.request_path(spooled.spool).exists()
-    assert not recording.call_path(spooled.spool).exists()
-    said = [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()]
-    assert said == [
-        "recording: a call (openai-chat, session left) not recorded: its caller left before"
-        " the answer's end (10 bytes of it relayed)"
+    [turn] = Turn.objects.filter(session__project=project)
+    assert turn.response is None  # ten bytes of a JSON answer: nothing of it reads
+    assert turn.message_count == 1
+    message = (
+        f"The answer was cut after 10 bytes: {why}. The request is recorded whole; the response"
+        " is what the provider sent before the cut."
+    )
+    assert [e for e in turn.events if e["type"] == "interrupted"] == [
+        {"type": "interrupted", "source": "proxy", "warning": True, "message": message}
     ]
+    assert not PendingCall.objects.exists()
+    assert not UnreadCall.objects.exists()
+    assert not recording.request_path(spooled.spool).exists()
+    assert not recording.answer_path(spooled.spool).exists()
+    said = [r.getMessage() for r in caplog.records if "cut" in r.getMessage()]
+    assert said == [
+        "recording: a call (openai-chat, session (none named)) recorded with its answer cut: "
+        + message
+    ]
+    # The agent's next call (its history, then a new message) joins the cut call's session.
+    enqueue(project, ["Build it.", "Go on."], session=None)
+    recording.recordings_idle(30)
+    assert list(
+        Turn.objects.filter(session__project=project).values_list("session_id", "index")
+    ) == [(turn.session_id, 0), (turn.session_id, 1)]
 
 
 def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Project) -> None:
