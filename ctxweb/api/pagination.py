@@ -34,6 +34,14 @@ def _integer(request: Request, name: str, default: int, low: int, high: int) -> 
     return value
 
 
+def optional_integer(request: Request, name: str, low: int, high: int) -> int | None:
+    """The query parameter ``name`` as a whole number from ``low`` to ``high``, or None when it
+    is not given (a 400 naming it when it is not such a number)."""
+    if request.query_params.get(name) in (None, ""):
+        return None
+    return _integer(request, name, low, low, high)
+
+
 def page_parameters() -> list[Any]:
     """``limit`` and ``offset`` as the schema documents them, with their bounds."""
     from drf_spectacular.utils import OpenApiParameter

@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from ctxweb.api.access import not_found, require_access, require_session, require_writer
 from ctxweb.api.errors import ApiError
+from ctxweb.api.pagination import MAX_LIMIT, MAX_OFFSET, optional_integer
 from ctxweb.api.schema import example
 from ctxweb.api.serializers import TurnIngestInput, TurnIngestOutput, turn_ingest_input
 from ctxweb.contexts import selectors, services
@@ -156,13 +158,50 @@ def refuse_orphans(
 
 
 class TurnListApi(APIView):
-    """Per-turn regions for the chart."""
+    """Per-turn regions for the chart, every turn in order; ``?after=`` and ``?limit=`` take a
+    part of them (a chart catching up, a client reading a long session by pages): still an
+    array, with a ``Link`` header to the next page when more follow (as GitHub's API pages)."""
 
-    @extend_schema(responses={200: TurnOutput(many=True)})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "after",
+                {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+                description="only the turns whose index is greater than this",
+            ),
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                description=(
+                    f"at most this many turns, 1 to {MAX_LIMIT} (every turn when not given);"
+                    " when more follow, the Link header names the next page"
+                ),
+            ),
+            OpenApiParameter(
+                "Link",
+                str,
+                location=OpenApiParameter.HEADER,
+                response=[200],
+                description='the next page, `<url>; rel="next"`, when ``limit`` left turns out',
+            ),
+        ],
+        responses={200: TurnOutput(many=True)},
+    )
     def get(self, request: Request, external_id: str) -> Response:
         session = require_session(require_access(request), external_id)
-        turns = TurnOutput(selectors.turn_list(session=session), many=True).data
-        return Response(turns)
+        after = optional_integer(request, "after", 0, MAX_OFFSET)
+        limit = optional_integer(request, "limit", 1, MAX_LIMIT)
+        turns = selectors.turn_list(session=session, after=after)
+        if limit is None:
+            return Response(TurnOutput(turns, many=True).data)
+        page = list(turns[: limit + 1])
+        response = Response(TurnOutput(page[:limit], many=True).data)
+        if len(page) > limit:
+            following = replace_query_param(
+                request.build_absolute_uri(), "after", page[limit - 1].index
+            )
+            response["Link"] = f'<{following}>; rel="next"'
+        return response
 
 
 class TurnDetailApi(APIView):

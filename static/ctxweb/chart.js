@@ -6,7 +6,9 @@
 
    API for live updates and tests:
      window.ctxwebChart.appendTurn(turn)  add (or replace, same index) one turn, API shape
+     window.ctxwebChart.appendTurns(list) the same for several turns, drawn once
      window.ctxwebChart.setTurns(turns)   replace every turn
+     window.ctxwebChart.lastIndex()       the last turn's index, -1 with none
      window.ctxwebChart.stacks()          {count, regions: names with nonzero tokens, hidden}
      window.ctxwebChart.select(index)     focus a turn by its index and show its tooltip
 */
@@ -411,10 +413,9 @@
     draw();
   }
 
-  function appendTurn(turn) {
+  function merge(turn) {
     var t = normalize(turn);
     var last = turns.length ? turns[turns.length - 1] : null;
-    var wasLast = selected >= 0 && selected === turns.length - 1;
     if (last && t.index <= last.index) {
       var at = turns.findIndex(function (x) { return x.index === t.index; });
       if (at >= 0) turns[at] = t;
@@ -422,8 +423,18 @@
     } else {
       turns.push(t);
     }
+  }
+
+  // Turns added (or replaced, by index), drawn once: a live turn, or a page of a catch-up.
+  function appendTurns(list) {
+    var wasLast = selected >= 0 && selected === turns.length - 1;
+    (list || []).forEach(merge);
     if (wasLast) selected = turns.length - 1;
     draw();
+  }
+
+  function appendTurn(turn) {
+    appendTurns([turn]);
   }
 
   function stacks() {
@@ -440,7 +451,9 @@
 
   window.ctxwebChart = {
     appendTurn: appendTurn,
+    appendTurns: appendTurns,
     setTurns: setTurns,
+    lastIndex: function () { return turns.length ? turns[turns.length - 1].index : -1; },
     stacks: stacks,
     select: function (index) {
       var at = turns.findIndex(function (t) { return t.index === index; });

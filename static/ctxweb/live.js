@@ -9,9 +9,11 @@
    - operation.finished  -> the result or error in the operation's status element; the page that
                             follows this operation (?operation=<id>) reloads to show it in full
    Reconnects with exponential backoff (1 s doubling to 30 s, with jitter) and, after a
-   reconnect, catches up by fetching the session's turns (data-turns-url) and
-   calling window.ctxwebChart.setTurns. A close with 4401 or 4404 (not logged in, not a member)
-   is final. Message content is only ever set as text, never as HTML. */
+   reconnect, catches up with the turns missed meanwhile: those after the chart's last turn
+   (data-turns-url?after=N), a page of CATCH_UP_PAGE at a time following the answer's
+   Link rel="next", each page added with window.ctxwebChart.appendTurns. A close with 4401 or
+   4404 (not logged in, not a member) is final. Message content is only ever set as text,
+   never as HTML. */
 (function () {
   "use strict";
 
@@ -26,6 +28,7 @@
   var MIN_DELAY = 1000;
   var MAX_DELAY = 30000;
   var PING_EVERY = 25000;
+  var CATCH_UP_PAGE = 500; // turns a request when catching up (the API's most)
   var FINAL_CODES = { 4401: true, 4403: true, 4404: true };
 
   var attempts = 0;
@@ -48,18 +51,36 @@
     return scheme + window.location.host + socketPath;
   }
 
+  // The URL of the page after this one, from a Link header (`<url>; rel="next"`), as a path on
+  // this page's origin (a server behind a proxy may name another scheme or host), or null.
+  function nextPage(link) {
+    var found = /<([^>]*)>\s*;\s*rel="?next"?/.exec(link || "");
+    if (!found) return null;
+    var url = new URL(found[1], window.location.href);
+    return url.pathname + url.search;
+  }
+
   function catchUp() {
     var c = chart();
-    if (!c || typeof c.setTurns !== "function" || !turnsUrl) return;
-    fetch(turnsUrl, {
+    if (!c || typeof c.appendTurns !== "function" || !turnsUrl) return;
+    var query = "limit=" + CATCH_UP_PAGE;
+    var last = c.lastIndex();
+    if (last >= 0) query += "&after=" + last;
+    fetchPage(turnsUrl + (turnsUrl.indexOf("?") >= 0 ? "&" : "?") + query, c);
+  }
+
+  function fetchPage(url, c) {
+    fetch(url, {
       credentials: "same-origin",
       headers: { Accept: "application/json" },
     })
       .then(function (response) {
-        return response.ok ? response.json() : null;
-      })
-      .then(function (turns) {
-        if (Array.isArray(turns)) c.setTurns(turns);
+        if (!response.ok) return null;
+        var next = nextPage(response.headers.get("Link"));
+        return response.json().then(function (turns) {
+          if (Array.isArray(turns)) c.appendTurns(turns);
+          if (next) fetchPage(next, c);
+        });
       })
       .catch(function () {
         /* the next reconnect tries again */

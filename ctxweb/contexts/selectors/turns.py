@@ -89,23 +89,23 @@ def turn_message_ids_rebuilt(
     return current
 
 
-def turn_list(*, session: Session) -> QuerySet[Turn]:
-    """The session's turns, for the chart: no message content loaded."""
-    return (
-        Turn.objects.filter(session=session)
-        .order_by("index")
-        .only(
-            "index",
-            "total_tokens",
-            "counted_tokens",
-            "regions",
-            "reported_input_tokens",
-            "events",
-            "context_window",
-            "max_output_tokens",
-            "created_at",
-            "occurred_at",
-        )
+def turn_list(*, session: Session, after: int | None = None) -> QuerySet[Turn]:
+    """The session's turns (those whose index is greater than ``after``, when given), for the
+    chart: no message content loaded."""
+    turns = Turn.objects.filter(session=session)
+    if after is not None:
+        turns = turns.filter(index__gt=after)
+    return turns.order_by("index").only(
+        "index",
+        "total_tokens",
+        "counted_tokens",
+        "regions",
+        "reported_input_tokens",
+        "events",
+        "context_window",
+        "max_output_tokens",
+        "created_at",
+        "occurred_at",
     )
 
 

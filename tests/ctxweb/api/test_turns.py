@@ -82,6 +82,52 @@ def test_each_message_is_stored_once_across_turns(world: World) -> None:
     assert all(sum(t["regions"].values()) == t["total_tokens"] for t in turns)
 
 
+def test_the_turns_come_by_pages_after_an_index_with_a_link_to_the_next(world: World) -> None:
+    client = world.api(world.ingest_key)
+    history = [ASK]
+    for n in range(5):
+        history.append({"role": "user", "content": f"And step {n}?"})
+        post(client, "s1", {"format": "openai-chat", "request": chat(*history)})
+    every = client.get("/api/v1/sessions/s1/turns")
+    assert [t["index"] for t in every.json()] == [0, 1, 2, 3, 4]
+    assert "Link" not in every  # every turn: no page, no link (the contract's plain array)
+    after = client.get("/api/v1/sessions/s1/turns?after=2")
+    assert after.json() == every.json()[3:]
+    assert "Link" not in after
+    seen: list[int] = []
+    url: str | None = "/api/v1/sessions/s1/turns?limit=2"
+    links: list[str] = []
+    while url:
+        page = client.get(url)
+        assert page.status_code == 200
+        assert len(page.json()) <= 2
+        seen += [t["index"] for t in page.json()]
+        link = page.headers.get("Link")
+        links.append(link or "")
+        url = link.split(">", 1)[0].lstrip("<") if link else None
+    assert seen == [0, 1, 2, 3, 4]
+    assert links[0] == '<http://testserver/api/v1/sessions/s1/turns?after=1&limit=2>; rel="next"'
+    assert links[1].endswith('turns?after=3&limit=2>; rel="next"')
+    assert links[2] == ""
+    exact = client.get("/api/v1/sessions/s1/turns?after=0&limit=4")  # the last page, full
+    assert [t["index"] for t in exact.json()] == [1, 2, 3, 4]
+    assert "Link" not in exact
+    assert client.get("/api/v1/sessions/s1/turns?after=4").json() == []
+    assert client.get("/api/v1/sessions/s1/turns?after=99&limit=1").json() == []
+    for query, field in [
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("limit=two", "limit"),
+        ("after=-1", "after"),
+        ("after=1.5", "after"),
+        (f"after={2**63}", "after"),
+    ]:
+        refused = client.get(f"/api/v1/sessions/s1/turns?{query}")
+        assert refused.status_code == 400, query
+        assert field in refused.json()["error"]["fields"], (query, refused.json())
+    assert world.api(world.outsider_key).get("/api/v1/sessions/s1/turns?limit=0").status_code == 404
+
+
 def test_a_retried_turn_id_returns_the_same_turn(world: World) -> None:
     client = world.api(world.ingest_key)
     body = {"format": "openai-chat", "request": chat(SYSTEM, ASK), "turn_id": "t-1"}

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -112,8 +113,8 @@ def api(server: Server, method: str, path: str, body: Any = None) -> Any:
         raise AssertionError(f"{method} {path}: {error.code} {error.read()[:2000]!r}") from error
 
 
-def post_turn(server: Server, body: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = api(server, "POST", f"sessions/{SESSION}/turns", body)
+def post_turn(server: Server, body: dict[str, Any], session: str = SESSION) -> dict[str, Any]:
+    result: dict[str, Any] = api(server, "POST", f"sessions/{session}/turns", body)
     return result
 
 
@@ -223,3 +224,78 @@ def test_live_turns_and_an_applied_operation_reach_the_open_pages(
     # usage it reported): the two messages appended cost far less than the operation saved.
     assert after["total_tokens"] < result["tokens_before"], (result, after)
     assert [e for e in after["events"] if e.get("type") == "operation"], after["events"]
+
+
+def test_a_page_whose_socket_dropped_catches_up_with_the_turns_it_missed_page_by_page(
+    server: Server, new_page: Callable[[], Any]
+) -> None:
+    """The session page's first WebSocket hears nothing (Playwright stands between it and the
+    server, and drops what the server sends); five turns are posted; the socket closes; the page
+    reconnects and asks the API for the turns after its last one, two a page (Playwright turns
+    its 500 into 2, so that it follows the Link header from page to page)."""
+    session = "catch-up"
+    bodies = coding_session(7, seed=12, target_tokens=8_000)
+    for body in bodies[:2]:
+        post_turn(server, body, session)
+    page = new_page()
+    page.goto(f"{server.url}/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/")
+
+    sockets: list[Any] = []
+    dropped: list[Any] = []
+
+    def between(socket: Any) -> None:
+        sockets.append(socket)
+        to_server = socket.connect_to_server()
+        if len(sockets) == 1:
+            to_server.on_message(lambda message: dropped.append(message))  # the page misses them
+
+    asked: list[str] = []
+
+    def smaller_pages(route: Any) -> None:
+        url = route.request.url.replace("limit=500", "limit=2")
+        asked.append(url.split("/turns", 1)[1])
+        route.continue_(url=url)
+
+    page.route_web_socket(lambda url: "/ws/" in url, between)
+    page.route(lambda url: f"/sessions/{session}/turns?" in url, smaller_pages)
+    page.goto(f"{server.url}/sessions/{session}/")
+    page.wait_for_function("() => window.ctxwebLive && window.ctxwebLive.state() === 1")
+    page.evaluate("() => { window.__notReloaded = true; }")
+    assert stack_count(page) == 2
+    for body in bodies[2:]:
+        post_turn(server, body, session)
+    page.wait_for_function(f"() => {len(sockets)} === 1")
+
+    def heard() -> int:
+        return sum('"turn.created"' in str(message) for message in dropped)
+
+    deadline = time.monotonic() + LIVE_MS / 1000
+    while heard() < 5 and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert heard() == 5, dropped
+    assert stack_count(page) == 2  # missed, so far
+    assert asked == []  # no catch-up before a reconnect
+
+    sockets[0].close()  # the page's socket: it reconnects, then catches up
+    wait_for_stacks(page, 7)
+    assert page.evaluate("() => window.ctxwebChart.lastIndex()") == 6
+    assert page.evaluate("() => window.__notReloaded === true"), "the session page reloaded"
+    assert len(sockets) == 2
+    # the page's own URL names the project; the Link header keeps it
+    assert asked == [
+        "?project=1&limit=2&after=1",
+        "?after=3&limit=2&project=1",
+        "?after=5&limit=2&project=1",
+    ], asked
+    # Live again: a turn posted now arrives over the new socket.
+    more = {name: value for name, value in bodies[-1].items() if name != "turn_id"}
+    more["request"] = {
+        **more["request"],
+        "messages": [*more["request"]["messages"], {"role": "user", "content": "One more."}],
+    }
+    post_turn(server, more, session)
+    wait_for_stacks(page, 8)
