@@ -327,6 +327,8 @@
         tip.appendChild(el("div", "tip-event compaction", text));
       } else if (event.type === "operation") {
         tip.appendChild(el("div", "tip-event operation", "Operation: " + (event.strategy || "applied")));
+      } else if (event.type === "interrupted") {
+        tip.appendChild(el("div", "tip-event interrupted", "Interrupted: the answer was cut"));
       }
     });
     tip.appendChild(el("div", "tip-hint", "Click or press Enter to inspect"));

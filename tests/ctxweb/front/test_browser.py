@@ -143,7 +143,10 @@ def test_the_legend_toggles_regions_and_live_turns_append(
         "total_tokens": 9000,
         "regions": {"system": 1000, "user": 8000},
         "reported_input_tokens": 9100,
-        "events": [{"type": "operation", "strategy": "baseagent-prune"}],
+        "events": [
+            {"type": "operation", "strategy": "baseagent-prune"},
+            {"type": "interrupted", "source": "proxy", "warning": True, "message": "Cut."},
+        ],
     }
     page.evaluate("(turn) => window.ctxwebChart.appendTurn(turn)", live_turn)
     assert page.evaluate("window.ctxwebChart.stacks().count") == turns + 1
@@ -152,6 +155,7 @@ def test_the_legend_toggles_regions_and_live_turns_append(
     text = page.locator("#chart .tooltip").inner_text()
     assert "reported 9,100" in text
     assert "Operation: baseagent-prune" in text
+    assert "Interrupted: the answer was cut" in text
     shot(page, "session-chart-live-turn")
 
 

@@ -8,6 +8,7 @@ the server that replaces it records the call.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -61,6 +62,7 @@ def spool(
     session: str | None,
     key_id: int = 1,
     answer: bytes | None = None,
+    content_encoding: str = "",
 ) -> recording.Spooled:
     """Spool a call as the relay does (what it is and its request, then its answer)."""
     whole = json.dumps(ANSWER).encode()
@@ -72,7 +74,7 @@ def spool(
         session=session,
         original=(),
         events=[],
-        content_encoding="",
+        content_encoding=content_encoding,
         headers=[("Content-Type", "application/json")],
         length=len(whole),
         request_body=request_for(history),
@@ -157,6 +159,24 @@ def test_a_call_whose_answer_was_cut_is_recorded_and_its_turn_says_so(
     assert list(
         Turn.objects.filter(session__project=project).values_list("session_id", "index")
     ) == [(turn.session_id, 0), (turn.session_id, 1)]
+
+
+def test_a_cut_compressed_answer_leaves_its_turn_without_a_response(project: Project) -> None:
+    # Half a gzip stream does not inflate: the request is recorded, the answer said to be cut.
+    squeezed = gzip.compress(json.dumps(ANSWER).encode() * 50)
+    spooled = spool(
+        project, ["Build it."], session="squeezed", answer=squeezed[:40], content_encoding="gzip"
+    )
+    recording.recording_finish(
+        spooled=spooled, answer_bytes=40, complete=False, cut="its caller left before the end"
+    )
+    recording.recordings_queued()
+    recording.recordings_idle(30)
+    [turn] = Turn.objects.filter(session__external_id="squeezed")
+    assert turn.response is None
+    assert [e["type"] for e in turn.events] == ["interrupted"]
+    assert "after 40 bytes: its caller left before the end" in turn.events[0]["message"]
+    assert not UnreadCall.objects.exists()
 
 
 def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Project) -> None:
