@@ -4,8 +4,9 @@ The proxy writes each call's raw exchange first, cheaply, and never parses on th
 :func:`spool_write` writes the request to ``CTXWEB_DATA_DIR/recordings/<spool>.request`` (and
 what the call is to ``<spool>.call``) before the answer starts, the relay appends the answer to
 ``<spool>.answer`` chunk by chunk before relaying it, and :func:`recording_queue` adds the call's
-row once its answer has gone back whole (the calls waiting on a shard of lanes together: one
-insert). Recorders drain the queue (:func:`recordings_drain`): Celery workers in the production
+row once its answer is over (the calls waiting on a shard of lanes together: one insert): gone
+back whole, or cut (its caller left, ctxweb stopped it, the provider's connection failed: the
+turn then carries an ``interrupted`` event, :func:`cut_event`). Recorders drain the queue (:func:`recordings_drain`): Celery workers in the production
 shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
 ``CTXWEB_RECORDING_WORKERS`` recorder processes the web process starts (:func:`recorder_loop`;
 threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``).
@@ -27,7 +28,7 @@ threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``)
   its lease (``CTXWEB_RECORDING_LEASE``) ends; a web process that dies mid-answer leaves its
   files and no row (the sweep adds it as ``receiving``). :func:`recordings_sweep` (at each web
   process's start, then periodically) takes them up again: a call whose answer had been relayed
-  whole is recorded, any other dropped (its caller did not get it whole either).
+  whole is recorded, any other dropped (its caller saw a failed call, which an SDK sends again).
 - **Visible**: a call that cannot be recorded after ``CTXWEB_RECORDING_ATTEMPTS`` tries becomes an
   unread call, raw, with the error, on its session's page.
 """
