@@ -6,10 +6,11 @@ what the call is to ``<spool>.call``) before the answer starts, the relay append
 ``<spool>.answer`` chunk by chunk before relaying it, and :func:`recording_queue` adds the call's
 row once its answer is over (the calls waiting on a shard of lanes together: one insert): gone
 back whole, or cut (its caller left, ctxweb stopped it, the provider's connection failed: the
-turn then carries an ``interrupted`` event, :func:`cut_event`). Recorders drain the queue (:func:`recordings_drain`): Celery workers in the production
-shape (``CTXWEB_RECORDING_CELERY``, on when there is a broker), else
-``CTXWEB_RECORDING_WORKERS`` recorder processes the web process starts (:func:`recorder_loop`;
-threads in the test suite), at a lower CPU priority (``CTXWEB_BACKGROUND_NICE``).
+turn then carries an ``interrupted`` event, :func:`cut_event`). Recorders drain the queue
+(:func:`recordings_drain`): Celery workers in the production shape (``CTXWEB_RECORDING_CELERY``,
+on when there is a broker), else ``CTXWEB_RECORDING_WORKERS`` recorder processes the web process
+starts (:func:`recorder_loop`; threads in the test suite), at a lower CPU priority
+(``CTXWEB_BACKGROUND_NICE``).
 
 - **Bounded**: at most ``CTXWEB_RECORDING_QUEUE_BYTES`` spooled in all,
   ``CTXWEB_RECORDING_PROJECT_BYTES`` per project and ``CTXWEB_RECORDING_LANE_BYTES`` per lane
