@@ -69,6 +69,8 @@ class Upstream:
         self.held = 0
         #: Set to let ``held`` calls answer.
         self.hold = threading.Event()
+        #: Set to let ``late`` calls answer (a test of its own: ``hold`` stays set once set).
+        self.late = threading.Event()
         #: Set at the end: every hanging call gives up.
         self.release = threading.Event()
         #: The bytes each flood wrote before it ended (the relay let go, or it was all written).
@@ -117,6 +119,7 @@ class StandIn(BaseHTTPRequestHandler):
     """OpenAI's chat completions; the ``model`` says how the answer misbehaves:
 
     - ``fine``: a small JSON answer; ``held``: the same once :attr:`Upstream.hold` is set;
+      ``late``: the same once :attr:`Upstream.late` is set;
     - ``oversized``: a JSON answer of 200 kB, its length declared;
     - ``overflowing``: a stream of :data:`SMALL_EVENTS` events of about 1 kB, then one of 150 kB;
     - ``stalling``: a stream's headers and first event, then nothing;
@@ -146,6 +149,8 @@ class StandIn(BaseHTTPRequestHandler):
             else:
                 if model == "held":
                     UPSTREAM.hold.wait(WAIT)
+                if model == "late":
+                    UPSTREAM.late.wait(WAIT)
                 content = "x" * 200_000 if model == "oversized" else "Fine."
                 self._json(completion(model, content))
         except (BrokenPipeError, ConnectionResetError):
@@ -225,6 +230,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[st
     finally:
         UPSTREAM.release.set()
         UPSTREAM.hold.set()
+        UPSTREAM.late.set()
         upstream.shutdown()
         upstream.server_close()
 
@@ -457,6 +463,27 @@ def test_a_call_whose_caller_leaves_mid_stream_is_recorded_as_interrupted(
     [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
     assert "its caller left before the answer's end" in cut["message"]
     assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
+    assert [m["role"] for m in turn["messages"]] == ["user"]
+    assert "Think." in json.dumps(turn["messages"][0]["message"])
+
+
+def test_a_call_whose_caller_gave_up_before_the_providers_answer_is_recorded(
+    crowded: Started,
+) -> None:
+    # A client's timeout shorter than the model's answer (or a user's Esc) on a call answered
+    # whole, not streamed: the caller is gone before the provider's headers.
+    server, key = crowded
+    impatient = openai_client(server, key, "gave-up").with_options(timeout=1.0)
+    with pytest.raises(openai.APITimeoutError):
+        impatient.chat.completions.create(
+            model="late", messages=[{"role": "user", "content": "Think."}]
+        )
+    assert UPSTREAM.seen("late") == 1
+    UPSTREAM.late.set()  # the provider answers, to no one
+    # Recorded: the request, and the answer whole as the provider sent it (of its declared
+    # length: what the caller took of it, the server cannot tell).
+    turn = recorded_turn(server, key, "gave-up")
+    assert turn["response"] == [{"role": "assistant", "content": "Fine."}]
     assert [m["role"] for m in turn["messages"]] == ["user"]
     assert "Think." in json.dumps(turn["messages"][0]["message"])
 
