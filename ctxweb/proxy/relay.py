@@ -21,8 +21,8 @@ the same through Django's URLs (WSGI, the test client).
   then each chunk of the answer before it goes back) to a durable queue that recorders drain
   (:mod:`~ctxweb.contexts.services.recording`): once the last chunk has been relayed, or, for a
   stream, once its last event has (an SDK may leave as soon as it reads it, before the upstream
-  ends the stream). An answer cut before its end (its caller left, ctxweb stopped it, the
-  provider's connection failed) is recorded all the same, its turn saying so: the request the
+  ends the stream). An answer cut before its end (its caller left, ctxweb stopped it, relaying
+  it failed) is recorded all the same, its turn saying so: the request the
   agent sent is whole, the answer what came before the cut. Nothing is parsed on the
   caller's path, and the answer is never held in memory; a request body from
   :data:`SPOOL_ON_LOOP_BYTES` up is written on threads of its own, not on the event loop.
@@ -902,7 +902,8 @@ async def _relay(
                 return
             raise
         except Exception as error:  # the caller's leaving is GeneratorExit or a cancellation
-            cut = f"the provider's connection failed ({type(error).__name__}: {error})"
+            # the provider's connection, most often (a disk that is full, seldom)
+            cut = f"relaying it failed ({type(error).__name__}: {error})"
             raise
         finally:
             try:

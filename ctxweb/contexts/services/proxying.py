@@ -521,8 +521,8 @@ def proxy_record(
     :data:`ANSWER_LIMIT`, is an unread call, never a turn with no answer. ``original`` is the
     agent's own messages by identity when what was sent differs (managed mode): the next call,
     which extends the agent's history, joins by them.
-    ``cut``: the answer ended before its end (its caller left, ctxweb stopped it, the
-    provider's connection failed; an event of the call says so): the turn is recorded with what
+    ``cut``: the answer ended before its end (its caller left, ctxweb stopped it, relaying it
+    failed; an event of the call says so): the turn is recorded with what
     of the answer reads (none when it does not inflate or parse), and the conversation is
     remembered without it (the agent's next call may hold the answer whole, part of it, or none).
     ``context_window`` is the window the call itself selected (a model's 1M-context header), and

@@ -5,8 +5,8 @@ The proxy writes each call's raw exchange first, cheaply, and never parses on th
 what the call is to ``<spool>.call``) before the answer starts, the relay appends the answer to
 ``<spool>.answer`` chunk by chunk before relaying it, and :func:`recording_queue` adds the call's
 row once its answer is over (the calls waiting on a shard of lanes together: one insert): gone
-back whole, or cut (its caller left, ctxweb stopped it, the provider's connection failed: the
-turn then carries an ``interrupted`` event, :func:`cut_event`). Recorders drain the queue
+back whole, or cut (its caller left, ctxweb stopped it, relaying it failed: the turn then
+carries an ``interrupted`` event, :func:`cut_event`). Recorders drain the queue
 (:func:`recordings_drain`): Celery workers in the production shape (``CTXWEB_RECORDING_CELERY``,
 on when there is a broker), else ``CTXWEB_RECORDING_WORKERS`` recorder processes the web process
 starts (:func:`recorder_loop`; threads in the test suite), at a lower CPU priority

@@ -123,6 +123,8 @@ class StandIn(BaseHTTPRequestHandler):
     - ``oversized``: a JSON answer of 200 kB, its length declared;
     - ``overflowing``: a stream of :data:`SMALL_EVENTS` events of about 1 kB, then one of 150 kB;
     - ``stalling``: a stream's headers and first event, then nothing;
+    - ``breaking``: a stream's headers (a length declared) and first event, then the connection
+      closed short of that length;
     - ``silent``: not even the headers.
 
     ``GET /v1/flood``: :data:`FLOOD_BYTES` declared and written as fast as they are taken.
@@ -146,6 +148,8 @@ class StandIn(BaseHTTPRequestHandler):
                 UPSTREAM.release.wait(WAIT)
             elif model in ("overflowing", "stalling"):
                 self._stream(model)
+            elif model == "breaking":
+                self._break()
             else:
                 if model == "held":
                     UPSTREAM.hold.wait(WAIT)
@@ -164,6 +168,15 @@ class StandIn(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _break(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        self.wfile.write(event("breaking", "Thinking"))
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)  # 100000 bytes said, a hundred sent
 
     def _stream(self, model: str) -> None:
         self.send_response(200)
@@ -448,10 +461,11 @@ def test_a_stream_that_stalls_past_the_bound_ends_with_an_error_event(bounded: S
 
 
 def test_a_call_whose_caller_leaves_mid_stream_is_recorded_as_interrupted(
-    bounded: Started,
+    crowded: Started,
 ) -> None:
-    # An agent's user pressing Esc: the SDK closes the stream after its first event.
-    server, key = bounded
+    # An agent's user pressing Esc: the SDK closes the stream after its first event. (Not on the
+    # bounded server: past its 2 s, ctxweb would stop the answer, a reason of its own.)
+    server, key = crowded
     client = openai_client(server, key, "interrupted")
     stream = client.chat.completions.create(
         model="stalling", messages=[{"role": "user", "content": "Think."}], stream=True
@@ -467,6 +481,24 @@ def test_a_call_whose_caller_leaves_mid_stream_is_recorded_as_interrupted(
     assert "Think." in json.dumps(turn["messages"][0]["message"])
 
 
+def test_a_stream_the_providers_connection_breaks_is_recorded_as_interrupted(
+    crowded: Started,
+) -> None:
+    server, key = crowded
+    client = openai_client(server, key, "broken")
+    stream = client.chat.completions.create(
+        model="breaking", messages=[{"role": "user", "content": "Think."}], stream=True
+    )
+    received: list[str] = []
+    with pytest.raises((openai.APIError, httpx.HTTPError)):
+        read_events(stream, received)  # the caller's answer ends short as well, never whole
+    assert received == ["Thinking"]
+    turn = recorded_turn(server, key, "broken")
+    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
+    assert "relaying it failed (" in cut["message"], cut
+    assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
+
+
 def test_a_call_whose_caller_gave_up_before_the_providers_answer_is_recorded(
     crowded: Started,
 ) -> None:
@@ -480,10 +512,17 @@ def test_a_call_whose_caller_gave_up_before_the_providers_answer_is_recorded(
         )
     assert UPSTREAM.seen("late") == 1
     UPSTREAM.late.set()  # the provider answers, to no one
-    # Recorded: the request, and the answer whole as the provider sent it (of its declared
-    # length: what the caller took of it, the server cannot tell).
+    # Recorded, the request whole. The answer: whole, when the relay read it before it saw that
+    # its caller had left (of its declared length: what the caller took of it, the server
+    # cannot tell); else none, the turn saying the caller left (it went either way in CI).
     turn = recorded_turn(server, key, "gave-up")
-    assert turn["response"] == [{"role": "assistant", "content": "Fine."}]
+    cut = [e["message"] for e in turn["events"] if e["type"] == "interrupted"]
+    if turn["response"] is None:
+        assert len(cut) == 1, turn["events"]
+        assert "after 0 bytes: its caller left before the answer's end" in cut[0]
+    else:
+        assert turn["response"] == [{"role": "assistant", "content": "Fine."}]
+        assert cut == []
     assert [m["role"] for m in turn["messages"]] == ["user"]
     assert "Think." in json.dumps(turn["messages"][0]["message"])
 
