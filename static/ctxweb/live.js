@@ -8,8 +8,9 @@
                             when the page has only that), with the stage as text
    - operation.finished  -> the result or error in the operation's status element; the page that
                             follows this operation (?operation=<id>) reloads to show it in full
-   Reconnects with exponential backoff (1 s doubling to 30 s, with jitter) and, after a
-   reconnect, catches up with the turns missed meanwhile: those after the chart's last turn
+   Reconnects with exponential backoff (1 s doubling to 30 s, with jitter). Each time the socket
+   opens (the first time too: a turn may come between the page's drawing and the socket's
+   opening) it catches up with the turns the chart lacks: those after the chart's last turn
    (data-turns-url?after=N), a page of CATCH_UP_PAGE at a time following the answer's
    Link rel="next", each page added with window.ctxwebChart.appendTurns. A close with 4401 or
    4404 (not logged in, not a member) is final. Message content is only ever set as text,
@@ -32,7 +33,6 @@
   var FINAL_CODES = { 4401: true, 4403: true, 4404: true };
 
   var attempts = 0;
-  var opened = false;
   var socket = null;
   var ping = null;
   var followed = new URLSearchParams(window.location.search).get("operation");
@@ -200,10 +200,10 @@
       return;
     }
     socket.onopen = function () {
-      var reconnected = opened;
-      opened = true;
       attempts = 0;
-      if (reconnected) catchUp();
+      // the turns stored since the page was drawn, or while the socket was down: the server
+      // joined this socket to the session's group before accepting it, so none falls between
+      catchUp();
       checkFollowed();
       ping = window.setInterval(function () {
         if (socket && socket.readyState === WebSocket.OPEN) socket.send('{"type":"ping"}');

@@ -229,10 +229,12 @@ def test_live_turns_and_an_applied_operation_reach_the_open_pages(
 def test_a_page_whose_socket_dropped_catches_up_with_the_turns_it_missed_page_by_page(
     server: Server, new_page: Callable[[], Any]
 ) -> None:
-    """The session page's first WebSocket hears nothing (Playwright stands between it and the
-    server, and drops what the server sends); five turns are posted; the socket closes; the page
-    reconnects and asks the API for the turns after its last one, two a page (Playwright turns
-    its 500 into 2, so that it follows the Link header from page to page)."""
+    """Playwright stands between the session page's WebSockets and the server. A turn is
+    posted after the page is drawn and before its first socket opens: the page asks for it as
+    the socket opens. That socket then hears nothing (Playwright drops what the server sends)
+    while four turns are posted; it closes; the page reconnects and asks the API for the turns
+    after its last one, two a page (Playwright turns its 500 into 2, so that it follows the Link
+    header from page to page)."""
     session = "catch-up"
     bodies = coding_session(7, seed=12, target_tokens=8_000)
     for body in bodies[:2]:
@@ -249,6 +251,8 @@ def test_a_page_whose_socket_dropped_catches_up_with_the_turns_it_missed_page_by
 
     def between(socket: Any) -> None:
         sockets.append(socket)
+        if len(sockets) == 1:
+            post_turn(server, bodies[2], session)  # the page is drawn, its socket not yet open
         to_server = socket.connect_to_server()
         if len(sockets) == 1:
             to_server.on_message(lambda message: dropped.append(message))  # the page misses them
@@ -265,20 +269,20 @@ def test_a_page_whose_socket_dropped_catches_up_with_the_turns_it_missed_page_by
     page.goto(f"{server.url}/sessions/{session}/")
     page.wait_for_function("() => window.ctxwebLive && window.ctxwebLive.state() === 1")
     page.evaluate("() => { window.__notReloaded = true; }")
-    assert stack_count(page) == 2
-    for body in bodies[2:]:
+    wait_for_stacks(page, 3)  # drawn with two, the third from the catch-up as the socket opened
+    assert asked == ["?project=1&limit=2&after=1"]
+    for body in bodies[3:]:
         post_turn(server, body, session)
-    page.wait_for_function(f"() => {len(sockets)} === 1")
 
     def heard() -> int:
         return sum('"turn.created"' in str(message) for message in dropped)
 
     deadline = time.monotonic() + LIVE_MS / 1000
-    while heard() < 5 and time.monotonic() < deadline:
+    while heard() < 4 and time.monotonic() < deadline:
         page.wait_for_timeout(50)
-    assert heard() == 5, dropped
-    assert stack_count(page) == 2  # missed, so far
-    assert asked == []  # no catch-up before a reconnect
+    assert heard() == 4, dropped
+    assert stack_count(page) == 3  # missed, so far
+    assert len(asked) == 1  # no catch-up but when a socket opens
 
     sockets[0].close()  # the page's socket: it reconnects, then catches up
     wait_for_stacks(page, 7)
@@ -288,8 +292,8 @@ def test_a_page_whose_socket_dropped_catches_up_with_the_turns_it_missed_page_by
     # the page's own URL names the project; the Link header keeps it
     assert asked == [
         "?project=1&limit=2&after=1",
-        "?after=3&limit=2&project=1",
-        "?after=5&limit=2&project=1",
+        "?project=1&limit=2&after=2",
+        "?after=4&limit=2&project=1",
     ], asked
     # Live again: a turn posted now arrives over the new socket.
     more = {name: value for name, value in bodies[-1].items() if name != "turn_id"}
