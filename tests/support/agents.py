@@ -67,12 +67,25 @@ class AgentStandIn:
     final_text: str = FINAL_TEXT
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: A streamed main call whose prompt holds :data:`STALL` gets its first text event, then
+    #: nothing until ``unstall`` is set (its connection then closes short): ``stalled`` says it
+    #: came. An agent's user pressing Esc mid-answer.
+    stalled: threading.Event = field(default_factory=threading.Event)
+    unstall: threading.Event = field(default_factory=threading.Event)
 
     def main_calls(self) -> list[Received]:
         return [r for r in self.received if r.kind == "main"]
 
     def side_calls(self) -> list[Received]:
         return [r for r in self.received if r.kind == "side"]
+
+
+#: In a user's prompt: the answer stalls after its first text (:attr:`AgentStandIn.stalled`).
+STALL = "Take your time"
+
+
+def _stalls(request: dict[str, Any]) -> bool:
+    return bool(request.get("stream")) and STALL in json.dumps(request.get("messages") or [])
 
 
 # --- Anthropic Messages -------------------------------------------------------------------------
@@ -428,8 +441,11 @@ def _handler(state: AgentStandIn) -> type[BaseHTTPRequestHandler]:
                 stop = "end_turn"
             if request.get("stream"):
                 self._stream(
-                    f"event: {name}\ndata: {json.dumps(event)}\n\n"
-                    for name, event in _anthropic_events(request, content, stop, n)
+                    (
+                        f"event: {name}\ndata: {json.dumps(event)}\n\n"
+                        for name, event in _anthropic_events(request, content, stop, n)
+                    ),
+                    stall=received.kind == "main" and _stalls(request),
                 )
                 return
             usage = _anthropic_usage(request)
@@ -475,7 +491,7 @@ def _handler(state: AgentStandIn) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _stream(self, events: Iterator[str]) -> None:
+        def _stream(self, events: Iterator[str], *, stall: bool = False) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Cache-Control", "no-cache")
@@ -486,6 +502,11 @@ def _handler(state: AgentStandIn) -> type[BaseHTTPRequestHandler]:
                 data = event.encode()
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
+                if stall and event.startswith("event: content_block_delta"):
+                    state.stalled.set()
+                    state.unstall.wait(120)
+                    self.close_connection = True  # the stream ends short
+                    return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
@@ -698,6 +719,20 @@ def run_claude(
     """``claude`` with ``args`` (e.g. ``-p "..."``), configured as ctxweb's Connect page says:
     ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_CUSTOM_HEADERS`` (one ``Name: value`` a line: the
     ctxweb key, then ``headers``)."""
+    command, env = claude_command(
+        *args, home=home, base_url=base_url, ctxweb_key=ctxweb_key, headers=headers
+    )
+    return _run(command, workdir, env, timeout)
+
+
+def claude_command(
+    *args: str,
+    home: Path,
+    base_url: str,
+    ctxweb_key: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """:func:`run_claude`'s command and environment, for a test that runs it itself."""
     lines = [f"X-Ctxweb-Key: {ctxweb_key}"] if ctxweb_key is not None else []
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
     env = _environment(
@@ -710,7 +745,7 @@ def run_claude(
         # nothing the CLI sends.
         DISABLE_AUTOUPDATER="1",
     )
-    return _run([str(CLAUDE), *args], workdir, env, timeout)
+    return [str(CLAUDE), *args], env
 
 
 def codex_configure(

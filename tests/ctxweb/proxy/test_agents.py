@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import sqlite3
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -36,11 +39,13 @@ from tests.support.agents import (
     NOTES,
     NOTES_TEXT,
     PROVIDER_KEY,
+    STALL,
     AgentRun,
     AgentStandIn,
     Received,
     Tap,
     agent_stand_in,
+    claude_command,
     require_agents,
     run_claude,
     run_codex,
@@ -132,6 +137,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             CTXWEB_RATE_LIMIT_COSTLY="",
         )
         keys = {agent: create_key(env, project=agent) for agent in AGENTS}
+        keys["interrupted"] = create_key(env, project="interrupted")  # a project of its own
         with live_server(env) as server, tap(server.url) as tapped:
             yield World(server, api, tapped, root / "data", root, workdir, keys)
 
@@ -658,3 +664,59 @@ def test_codex_stops_with_ctxwebs_message_on_a_wrong_key(world: World) -> None:
     )
     assert run.returncode not in (0, -1), run.output[-2000:]
     assert "X-Ctxweb-Key" in run.output, run.output[-2000:]
+
+
+def test_claude_interrupted_mid_answer_is_recorded_and_its_turn_says_so(world: World) -> None:
+    """A user stops Claude Code while the model answers (here SIGINT to ``claude -p``, as a
+    user's Ctrl-C; Esc in its interface ends the call the same way): the call is a turn all the
+    same, the request whole with Claude Code's tools and system prompt, and an ``interrupted``
+    event."""
+    require_agents()
+    home = world.root / "home-interrupted"
+    home.mkdir()
+    command, env = claude_command(
+        "-p",
+        f"{STALL}: read notes.txt and tell me the answer.",
+        home=home,
+        base_url=f"{world.server.url}/proxy/anthropic",
+        ctxweb_key=world.keys["interrupted"],
+    )
+    with (home / "claude.log").open("wb") as out:
+        agent = subprocess.Popen(
+            command,
+            cwd=world.workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            assert world.api.stalled.wait(90), (home / "claude.log").read_text()[-2000:]
+            os.killpg(agent.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agent.wait(timeout=20)
+        finally:
+            if agent.poll() is None:
+                os.killpg(agent.pid, signal.SIGKILL)
+                agent.wait(timeout=10)
+            world.api.unstall.set()
+
+    def interrupted() -> list[tuple[str, int, str]]:
+        found = []
+        for session in call(world, "interrupted", "GET", "sessions?limit=100")["results"]:
+            external_id = session["external_id"]
+            for turn in call(world, "interrupted", "GET", f"sessions/{quoted(external_id)}/turns"):
+                found += [
+                    (external_id, turn["index"], event["message"])
+                    for event in turn["events"]
+                    if event["type"] == "interrupted"
+                ]
+        return found
+
+    [(external_id, index, message)] = wait(interrupted, "the interrupted call recorded")
+    assert "its caller left before the answer's end" in message
+    turn = call(world, "interrupted", "GET", f"sessions/{quoted(external_id)}/turns/{index}")
+    assert STALL in json.dumps(turn["messages"])
+    assert turn["tools"], "Claude Code's tools are recorded with the interrupted call"
+    assert turn["regions"]["tools"] > 0
