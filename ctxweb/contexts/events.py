@@ -33,6 +33,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ctxweb.contexts.events_relay import relay_send, relay_start, relay_target
 from ctxweb.contexts.models import Operation, Replay, Session, Turn
+from ctxweb.contexts.selectors import turns as selectors_turns
 
 logger = logging.getLogger(__name__)
 
@@ -162,20 +163,8 @@ def _publish(group: str, message: Mapping[str, Any], kind: str) -> bool:
     return True
 
 
-#: The turn columns a ``turn.created`` event carries (what :class:`ctxweb.shapes.TurnOutput`
-#: reads; a test keeps the two in step).
-TURN_FIELDS = (
-    "index",
-    "total_tokens",
-    "counted_tokens",
-    "regions",
-    "reported_input_tokens",
-    "events",
-    "context_window",
-    "max_output_tokens",
-    "created_at",
-    "occurred_at",
-)
+#: The turn columns a ``turn.created`` event carries: the chart's, as the turn list loads them.
+TURN_FIELDS = selectors_turns.TURN_FIELDS
 #: The operation columns an operation event carries (what :class:`ctxweb.shapes.OperationOutput`
 #: reads).
 OPERATION_FIELDS = (

@@ -343,6 +343,16 @@ def recorded_turn(server: LiveServer, key: str, session: str) -> dict[str, Any]:
     return dict(answer.json())
 
 
+def cut_turn(server: LiveServer, key: str, session: str) -> tuple[str, dict[str, Any]]:
+    """The session's first turn once recorded, a call whose answer was cut: its one
+    ``interrupted`` event's message, and the turn (its request, the user's "Think.", whole)."""
+    turn = recorded_turn(server, key, session)
+    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
+    assert [m["role"] for m in turn["messages"]] == ["user"]
+    assert "Think." in json.dumps(turn["messages"][0]["message"])
+    return str(cut["message"]), turn
+
+
 def memory_peak(server: LiveServer) -> int:
     """The most memory the server's process has held so far (its ``VmHWM``), in bytes."""
     status = Path(f"/proc/{server.process.pid}/status").read_text()
@@ -451,13 +461,10 @@ def test_a_stream_that_stalls_past_the_bound_ends_with_an_error_event(bounded: S
     assert "CTXWEB_PROXY_MAX_ANSWER_SECONDS" in stopped.value.message
     assert "(2s)" in stopped.value.message
     # Recorded all the same: the request whole, what came of the answer, and why it ended.
-    turn = recorded_turn(server, key, "stalling")
-    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
-    assert "ctxweb stopped it: the provider's answer took over" in cut["message"]
-    assert "CTXWEB_PROXY_MAX_ANSWER_SECONDS (2s)" in cut["message"]
+    message, turn = cut_turn(server, key, "stalling")
+    assert "ctxweb stopped it: the provider's answer took over" in message
+    assert "CTXWEB_PROXY_MAX_ANSWER_SECONDS (2s)" in message
     assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
-    assert [m["role"] for m in turn["messages"]] == ["user"]
-    assert "Think." in json.dumps(turn["messages"][0]["message"])
 
 
 def test_a_call_whose_caller_leaves_mid_stream_is_recorded_as_interrupted(
@@ -473,12 +480,9 @@ def test_a_call_whose_caller_leaves_mid_stream_is_recorded_as_interrupted(
     first = next(iter(stream))
     assert first.choices[0].delta.content == "Thinking"
     stream.close()
-    turn = recorded_turn(server, key, "interrupted")
-    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
-    assert "its caller left before the answer's end" in cut["message"]
+    message, turn = cut_turn(server, key, "interrupted")
+    assert "its caller left before the answer's end" in message
     assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
-    assert [m["role"] for m in turn["messages"]] == ["user"]
-    assert "Think." in json.dumps(turn["messages"][0]["message"])
 
 
 def test_a_stream_the_providers_connection_breaks_is_recorded_as_interrupted(
@@ -493,9 +497,8 @@ def test_a_stream_the_providers_connection_breaks_is_recorded_as_interrupted(
     with pytest.raises((openai.APIError, httpx.HTTPError)):
         read_events(stream, received)  # the caller's answer ends short as well, never whole
     assert received == ["Thinking"]
-    turn = recorded_turn(server, key, "broken")
-    [cut] = [e for e in turn["events"] if e["type"] == "interrupted"]
-    assert "relaying it failed (" in cut["message"], cut
+    message, turn = cut_turn(server, key, "broken")
+    assert "relaying it failed (" in message
     assert turn["response"] == [{"role": "assistant", "content": "Thinking"}]
 
 
