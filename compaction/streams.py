@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ProviderAnswer", "provider_answer", "sse_events", "stream_finished"]
+__all__ = ["STREAM_TAIL", "ProviderAnswer", "provider_answer", "sse_events", "stream_finished"]
 
 
 @dataclass
@@ -138,8 +138,8 @@ _LAST_EVENTS = {
     "anthropic-messages": ("message_stop",),
     "openai-responses": ("response.completed", "response.incomplete", "response.failed"),
 }
-#: How far from its end a stream's last event is looked for.
-_TAIL = 16 * 1024
+#: How far from its end a stream's last event is looked for (a reader may pass only that much).
+STREAM_TAIL = 16 * 1024
 
 
 def stream_finished(format: str, body: bytes | bytearray) -> bool:
@@ -155,7 +155,7 @@ def stream_finished(format: str, body: bytes | bytearray) -> bool:
         >>> stream_finished("openai-chat", b'data: {"choices":[]}\\n\\n')
         False
     """
-    tail = body[-_TAIL:].decode("utf-8", errors="replace").replace("\r\n", "\n")
+    tail = body[-STREAM_TAIL:].decode("utf-8", errors="replace").replace("\r\n", "\n")
     blocks = [b for b in tail.split("\n\n") if b.strip()]
     if format == "openai-chat":
         return any(

@@ -58,6 +58,7 @@ from django.db import IntegrityError, close_old_connections, connection, transac
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from compaction.streams import STREAM_TAIL
 from ctxweb.accounts.models import Project
 from ctxweb.contexts.models import PendingCall
 from ctxweb.contexts.services.ingest import WINDOW_HEADERS, call_context_window
@@ -359,16 +360,19 @@ def cut_event(why: str, relayed: int) -> dict[str, Any]:
 def _whole(pending: PendingCall) -> bool:
     """Whether the answer on disk is whole though its relaying did not reach the end: a stream
     whose last event was relayed (an SDK leaves as soon as it reads it), or an answer of the
-    length it declared."""
+    length it declared. Reads the stream's last :data:`STREAM_TAIL` bytes at most (the web
+    process asks, for every call cut short: never the whole answer)."""
     call = pending.call
     try:
-        data = answer_path(pending.spool).read_bytes()
+        with answer_path(pending.spool).open("rb") as answer:
+            size = answer.seek(0, os.SEEK_END)
+            if call.get("streamed") and not call.get("content_encoding"):
+                answer.seek(max(0, size - STREAM_TAIL))
+                return proxy_answer_finished(str(call.get("format")), answer.read())
     except OSError:
         return False
-    if call.get("streamed") and not call.get("content_encoding"):
-        return proxy_answer_finished(str(call.get("format")), data)
     declared = call.get("length")
-    return declared is not None and len(data) == int(declared)
+    return declared is not None and size == int(declared)
 
 
 #: The queue's totals are read at most this often per process (one aggregate, not two per call):

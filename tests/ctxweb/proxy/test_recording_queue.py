@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,6 +64,7 @@ def spool(
     key_id: int = 1,
     answer: bytes | None = None,
     content_encoding: str = "",
+    streamed: bool = False,
 ) -> recording.Spooled:
     """Spool a call as the relay does (what it is and its request, then its answer)."""
     whole = json.dumps(ANSWER).encode()
@@ -70,7 +72,7 @@ def spool(
         project_id=project.pk,
         key_id=key_id,
         format="openai-chat",
-        streamed=False,
+        streamed=streamed,
         session=session,
         original=(),
         events=[],
@@ -177,6 +179,29 @@ def test_a_cut_compressed_answer_leaves_its_turn_without_a_response(project: Pro
     assert [e["type"] for e in turn.events] == ["interrupted"]
     assert "after 40 bytes: its caller left before the end" in turn.events[0]["message"]
     assert not UnreadCall.objects.exists()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["declared length", "stream"])
+def test_queueing_a_call_cut_after_a_big_answer_reads_no_more_than_its_tail(
+    project: Project, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    # Whether a cut answer is whole after all is asked in the web process for every call cut
+    # short: a caller that leaves after 40 MB must not make it read 40 MB.
+    spooled = spool(project, ["Build it."], session="big-cut", answer=b"", streamed=streamed)
+    os.truncate(recording.answer_path(spooled.spool), 40 * 1024 * 1024)
+    monkeypatch.setattr(recording, "recordings_dispatch", lambda lane, again=False: None)
+    tracemalloc.start()
+    try:
+        recording.recording_finish(
+            spooled=spooled, answer_bytes=40 * 1024 * 1024, complete=False, cut="a test"
+        )
+        recording.recordings_queued()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024, peak
+    [pending] = PendingCall.objects.filter(spool=spooled.spool)
+    assert pending.call["cut"] is True  # not whole: neither its declared length nor a stream's end
 
 
 def test_a_lanes_calls_are_recorded_in_the_order_they_were_queued(project: Project) -> None:
