@@ -33,7 +33,6 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ctxweb.contexts.events_relay import relay_send, relay_start, relay_target
 from ctxweb.contexts.models import Operation, Replay, Session, Turn
-from ctxweb.contexts.selectors import turns as selectors_turns
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +163,7 @@ def _publish(group: str, message: Mapping[str, Any], kind: str) -> bool:
 
 
 #: The turn columns a ``turn.created`` event carries: the chart's, as the turn list loads them.
-TURN_FIELDS = selectors_turns.TURN_FIELDS
+TURN_FIELDS = Turn.CHART_FIELDS
 #: The operation columns an operation event carries (what :class:`ctxweb.shapes.OperationOutput`
 #: reads).
 OPERATION_FIELDS = (

@@ -127,6 +127,21 @@ class ToolSet(models.Model):
 class Turn(models.Model):
     """One model call: the context it sent (by reference), the response and reported usage."""
 
+    #: The columns the chart reads (:class:`ctxweb.shapes.TurnOutput`; a test keeps the two in
+    #: step): the turn list loads only these, and a ``turn.created`` event carries them.
+    CHART_FIELDS = (
+        "index",
+        "total_tokens",
+        "counted_tokens",
+        "regions",
+        "reported_input_tokens",
+        "events",
+        "context_window",
+        "max_output_tokens",
+        "created_at",
+        "occurred_at",
+    )
+
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
     index = models.PositiveIntegerField()
     # NULL, not "", when absent: the uniqueness constraint applies only to given ids.

@@ -89,29 +89,13 @@ def turn_message_ids_rebuilt(
     return current
 
 
-#: A turn's columns as the chart reads them (:class:`ctxweb.shapes.TurnOutput`; a test keeps the
-#: two in step): :func:`turn_list` loads these, and a ``turn.created`` event carries them.
-TURN_FIELDS = (
-    "index",
-    "total_tokens",
-    "counted_tokens",
-    "regions",
-    "reported_input_tokens",
-    "events",
-    "context_window",
-    "max_output_tokens",
-    "created_at",
-    "occurred_at",
-)
-
-
 def turn_list(*, session: Session, after: int | None = None) -> QuerySet[Turn]:
     """The session's turns (those whose index is greater than ``after``, when given), for the
     chart: no message content loaded."""
     turns = Turn.objects.filter(session=session)
     if after is not None:
         turns = turns.filter(index__gt=after)
-    return turns.order_by("index").only(*TURN_FIELDS)
+    return turns.order_by("index").only(*Turn.CHART_FIELDS)
 
 
 def turn_get(*, session: Session, index: int) -> Turn | None:
