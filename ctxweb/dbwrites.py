@@ -1,11 +1,11 @@
 """One writer at a time to SQLite from this process's background threads.
 
-SQLite takes one writer at a time. On a file database a second writer waits (the busy timeout);
-on the test suite's in-memory database (shared cache) it fails at once with "database table is
-locked", and a failed commit there leaves its connection inside the transaction for good (Django
-never closes an in-memory database's connection), which locks every later test out. The
-background writers of a process (the recorders, the record of an API key's use) take turns
-here. Nothing on PostgreSQL.
+SQLite takes one writer at a time; a second writer waits out the busy timeout, polling. The
+background writers of a process (the recorders, the record of an API key's use) take turns here
+instead, each woken as the one before is done. (The test suite ran on an in-memory database in
+shared-cache mode, where a second writer fails at once with "database table is locked" and a
+connection left inside a transaction is never closed: it now runs on a file, as served.)
+Nothing on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ _SQLITE_WRITES = threading.RLock()
 
 @contextlib.contextmanager
 def sqlite_writing() -> Iterator[None]:
-    """Hold this process's SQLite write turn while the block runs (nothing on other databases)."""
-    if connection.vendor != "sqlite":
+    """Hold this process's SQLite write turn while the block runs (nothing on other databases).
+
+    A thread already inside a transaction goes on without it: it may hold the database's write
+    lock already, and waiting here for a thread that waits for that lock would hold both until
+    the busy timeout (a request's transaction recording its key's use inline)."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
         yield
         return
     with _SQLITE_WRITES:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +66,103 @@ def transcripts() -> Path:
             pytest.fail(MISSING)
         pytest.skip(MISSING)
     return found
+
+
+def _write_lock_held(name: str) -> str | None:
+    """Why another connection holds the write lock of SQLite database ``name`` (a file, or an
+    in-memory database shared between threads), or None."""
+    import sqlite3
+
+    uri = name if name.startswith("file:") else f"file:{name}?mode=rw"
+    try:
+        probe = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
+    except sqlite3.OperationalError:
+        return None  # gone (the run's end)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+    except sqlite3.OperationalError as error:
+        return str(error) if "locked" in str(error) else None
+    finally:
+        probe.close()
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test must not end with a connection of this process left inside a transaction of the
+    embedded pass's SQLite test database: every later test of the worker would fail on "database
+    is locked". Checked once the test's fixtures are torn down (its own transaction rolled back);
+    the error names the test, the connections inside a transaction and what each thread does."""
+    try:
+        return (yield)
+    finally:
+        _no_write_lock_held(item)
+
+
+#: Whether this process has reported a write lock left held (reported once: the tests after it
+#: fail on the lock all the same, and each would wait for it again).
+_LOCK_REPORTED: list[str] = []
+
+
+def _no_write_lock_held(item: pytest.Item) -> None:
+    if _LOCK_REPORTED:
+        return
+    from django.conf import settings as django_settings
+
+    if not django_settings.configured:
+        return
+    from django.db import connections
+
+    database = connections["default"].settings_dict
+    name = str(database.get("NAME") or "")
+    test_name = (database.get("TEST") or {}).get("NAME")
+    if database["ENGINE"] != "django.db.backends.sqlite3" or not (
+        name.startswith("file:memorydb") or (test_name and name == test_name)
+    ):
+        return  # not a test database of SQLite's, or not created yet
+    deadline = time.monotonic() + 5  # a recording thread finishing its last write
+    while (held := _write_lock_held(name)) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if held is None:
+        return
+    _LOCK_REPORTED.append(item.nodeid)
+    frames = sys._current_frames()
+    stacks = [
+        f"--- {thread.name} ---\n" + "".join(traceback.format_stack(frames[thread.ident]))
+        for thread in threading.enumerate()
+        if thread.ident is not None and thread.ident in frames
+    ]
+    raise AssertionError(
+        f"{item.nodeid} left the database's write lock held ({held}); the connections inside a"
+        f" transaction:\n{_open_transactions()}\nits threads:\n" + "\n".join(stacks)
+    )
+
+
+def _open_transactions() -> str:
+    """This process's SQLite connections inside a transaction: their Django wrapper's state and
+    thread (alive or not)."""
+    import gc
+    import sqlite3
+
+    alive = {thread.ident: thread.name for thread in threading.enumerate()}
+    lines = []
+    for raw in gc.get_objects():
+        if not isinstance(raw, sqlite3.Connection) or not raw.in_transaction:
+            continue
+        wrappers = [
+            holder
+            for holder in gc.get_referrers(raw)
+            if isinstance(holder, dict) and "_thread_ident" in holder
+        ]
+        if not wrappers:
+            lines.append(f"{raw!r}: no Django wrapper")
+        for state in wrappers:
+            ident = state.get("_thread_ident")
+            lines.append(
+                f"{raw!r}: thread {ident} ({alive.get(ident, 'ended')}), in_atomic_block="
+                f"{state.get('in_atomic_block')}, autocommit={state.get('autocommit')},"
+                f" needs_rollback={state.get('needs_rollback')},"
+                f" thread sharing={state.get('_thread_sharing_count')}"
+            )
+    return "\n".join(lines) or "(none found)"

@@ -30,6 +30,18 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # handler (ctxweb.serving) would otherwise keep one per thread past the test database's teardown.
 # Servers started as subprocesses keep theirs (CONN_MAX_AGE of the base settings).
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # The embedded pass's test database is a file, as the embedded shape's is (WAL, a writer
+    # waits its turn), in memory-backed /dev/shm where there is one: not SQLite's shared-cache
+    # in-memory database, whose writers fail at once on one another's table locks and whose
+    # connections Django never closes (one left inside a transaction locked every later test).
+    _SHM = Path("/dev/shm")
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": str(
+            (_SHM if _SHM.is_dir() else Path(tempfile.gettempdir()))
+            / f"ctxweb-test-{os.getpid()}.sqlite3"
+        )
+    }
 # The test client's host (Django's "testserver"), for tests only: never in the base settings.
 ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
 CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa: F405
@@ -38,8 +50,8 @@ CTXWEB_ALLOWED_ORIGINS = [*CTXWEB_ALLOWED_ORIGINS, "http://testserver"]  # noqa:
 CTXWEB_RECORDER = "threads"
 CTXWEB_RECORDING_CELERY = False
 # Managed calls relayed in this process are prepared on its threads: a preparer process would not
-# see the test database, which lives in this process's memory. Servers started as subprocesses
-# start their preparers.
+# see what a test wrote inside its transaction. Servers started as subprocesses start their
+# preparers.
 CTXWEB_PROXY_PREPARERS = 0
 # Telemetry (OTLP, Langfuse) sent to this process is received on its threads, for the same reason.
 CTXWEB_CAPTURE_PROCESSES = 0

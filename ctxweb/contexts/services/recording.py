@@ -521,8 +521,7 @@ def recordings_drain(lane: str, seconds: float = SLICE_SECONDS, *, small_only: b
             done += 1
             if time.monotonic() > deadline:
                 _release(claimed[n + 1 :])
-                with sqlite_writing():  # the in-memory test database: a read beside a writer fails
-                    more = PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists()
+                more = PendingCall.objects.filter(lane=lane, state=PendingCall.PENDING).exists()
                 if more:
                     recordings_dispatch(lane)
                 return done
@@ -1002,8 +1001,7 @@ def recordings_idle(timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
 
     def waiting() -> bool:
-        with sqlite_writing():  # SQLite's in-memory test database: a reader beside a writer fails
-            return PendingCall.objects.exists() or recorders_busy()
+        return PendingCall.objects.exists() or recorders_busy()
 
     try:
         while waiting():
