@@ -3,7 +3,7 @@ through ctxweb alone (no hostile traffic), the server's CPU per call, and option
 profile of it.
 
 Usage: ``.venv/bin/python bench/hostile_profile.py [--seconds 15] [--callers 32]
-[--shape embedded|production] [--py-spy out.txt]``
+[--shape embedded|production] [--py-spy out.txt] [--setting NAME=VALUE]``
 
 One ctxweb server (``python -m ctxweb.server``) and the loopback upstream of
 :mod:`hostile_upstream`, as ``bench/hostile.py`` starts them; the callers of
@@ -86,6 +86,12 @@ def main() -> None:
         help="one kind of the hostile benchmark's traffic beside the callers (as many of it)",
     )
     parser.add_argument("--no-callers", action="store_true", help="the attack alone")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        help="a setting of the server (e.g. CTXWEB_WEB_WORKERS=2), repeatable",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="ctxweb-hostile-profile-"))
     upstream = Upstream()
@@ -94,7 +100,7 @@ def main() -> None:
         if args.shape == "production":
             recreate_database(create=True)
             flush_redis()
-        env = shape_env(args.shape, folder / "data", upstream.url)
+        env = shape_env(args.shape, folder / "data", upstream.url, args.setting)
         key = create_key(env, role="operator")
         rogue = manage(env, "create_api_key", "--project", "p", "--role", "ingest")
         rogue = rogue.strip().splitlines()[-1].strip()

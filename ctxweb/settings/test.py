@@ -35,10 +35,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # waits its turn), in memory-backed /dev/shm where there is one: not SQLite's shared-cache
     # in-memory database, whose writers fail at once on one another's table locks and whose
     # connections Django never closes (one left inside a transaction locked every later test).
+    # (A container's /dev/shm may be 64 MB: then the temporary folder.)
     _SHM = Path("/dev/shm")
+
+    def _roomy(folder: Path, at_least: int = 1 << 30) -> bool:
+        try:
+            found = os.statvfs(folder)
+        except OSError:
+            return False
+        return found.f_bavail * found.f_frsize >= at_least
+
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": str(
-            (_SHM if _SHM.is_dir() else Path(tempfile.gettempdir()))
+            (_SHM if _roomy(_SHM) else Path(tempfile.gettempdir()))
             / f"ctxweb-test-{os.getpid()}.sqlite3"
         )
     }

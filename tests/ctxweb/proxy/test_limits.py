@@ -41,7 +41,13 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from tests.support.servers import LiveServer, create_key, embedded_env, live_server
+from tests.support.servers import (
+    LiveServer,
+    create_key,
+    embedded_env,
+    live_server,
+    session_turns,
+)
 
 pytestmark = pytest.mark.embedded_server
 
@@ -325,16 +331,9 @@ def eventually(check: Callable[[], Any], what: str, server: LiveServer) -> Any:
     raise AssertionError(f"{what}: not within {WAIT} s; the server's last lines:\n{server.output}")
 
 
-def turn_count(server: LiveServer, key: str, session: str) -> int:
-    answer = httpx.get(
-        f"{server.url}/api/v1/sessions/{session}", headers={"Authorization": f"Bearer {key}"}
-    )
-    return int(answer.json()["turn_count"]) if answer.status_code == 200 else 0
-
-
 def recorded_turn(server: LiveServer, key: str, session: str) -> dict[str, Any]:
     """The session's first turn, as the API shows it, once it is recorded."""
-    eventually(lambda: turn_count(server, key, session) >= 1, f"{session} recorded", server)
+    eventually(lambda: session_turns(server.url, key, session) >= 1, f"{session} recorded", server)
     answer = httpx.get(
         f"{server.url}/api/v1/sessions/{session}/turns/0",
         headers={"Authorization": f"Bearer {key}"},
@@ -425,8 +424,10 @@ def test_an_answer_declared_over_the_bound_is_a_502_and_is_not_recorded(bounded:
     # A session's calls are recorded in the order they were relayed: once the next call is,
     # the refused one would have been too.
     assert ask(client, "fine").choices[0].message.content == "Fine."
-    eventually(lambda: turn_count(server, key, "oversized") >= 1, "the next call recorded", server)
-    assert turn_count(server, key, "oversized") == 1
+    eventually(
+        lambda: session_turns(server.url, key, "oversized") >= 1, "the next call recorded", server
+    )
+    assert session_turns(server.url, key, "oversized") == 1
 
 
 def test_a_stream_over_the_bound_ends_with_an_error_event_after_what_came_before(
@@ -642,7 +643,7 @@ def big_session(server: LiveServer, key: str) -> str:
     assert started.status_code in (201, 202), started.text[:500]
 
     def done() -> bool:
-        return turn_count(server, key, "huge") >= TURNS
+        return session_turns(server.url, key, "huge") >= TURNS
 
     eventually(done, "the import", server)
     return "huge"
