@@ -3,7 +3,7 @@ through ctxweb alone (no hostile traffic), the server's CPU per call, and option
 profile of it.
 
 Usage: ``.venv/bin/python bench/hostile_profile.py [--seconds 15] [--callers 32]
-[--shape embedded|production] [--py-spy out.txt] [--setting NAME=VALUE]``
+[--shape embedded|production] [--py-spy out.txt] [--set NAME=VALUE]``
 
 One ctxweb server (``python -m ctxweb.server``) and the loopback upstream of
 :mod:`hostile_upstream`, as ``bench/hostile.py`` starts them; the callers of
@@ -87,7 +87,8 @@ def main() -> None:
     )
     parser.add_argument("--no-callers", action="store_true", help="the attack alone")
     parser.add_argument(
-        "--setting",
+        "--set",
+        dest="setting",
         action="append",
         default=[],
         help="a setting of the server (e.g. CTXWEB_WEB_WORKERS=2), repeatable",
