@@ -166,7 +166,11 @@ async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:
     try:
         await _send_answer(relayed, receive, send)
     finally:
-        relayed.release()
+        try:
+            if relayed.close is not None:  # a streamed body, read or not
+                await relayed.close()
+        finally:
+            relayed.release()
 
 
 async def _send_answer(relayed: Relayed, receive: Receive, send: Send) -> None:

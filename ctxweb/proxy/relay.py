@@ -65,7 +65,7 @@ import time
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -138,6 +138,10 @@ class Relayed:
     body: bytes | AsyncIterator[bytes]
     #: Called once the answer is over, however it ended (the key's call in flight ends).
     release: Callable[[], None] = field(default=lambda: None)
+    #: Awaited once the answer is over, however it ended: ends a streamed body even when it was
+    #: never read (the caller left before its first byte, the request was cancelled), so that
+    #: the upstream answer is closed and the call queued for recording all the same.
+    close: Callable[[], Awaitable[None]] | None = None
 
 
 #: The upstream clients of each event loop, forgotten with their loop (a client is bound to the
@@ -853,7 +857,7 @@ async def _relay(
         await answer.close()
         raise
 
-    async def chunks() -> AsyncIterator[bytes]:
+    async def chunks() -> AsyncGenerator[bytes, None]:
         written = (
             None
             if spooled is None
@@ -909,16 +913,38 @@ async def _relay(
             try:
                 if written is not None:
                     written.close()
-                if spooled is not None:
-                    recording.recording_finish(
-                        spooled=spooled,
-                        answer_bytes=size,
-                        complete=complete,
-                        cut="" if complete else cut,
-                    )
             finally:
-                deadline.close()
-                await answer.close()
+                await end(size, complete, cut)
+
+    ended = False
+
+    async def end(size: int, complete: bool, cut: str) -> None:
+        """The answer is over, however it ended (once): the call queued for recording, the
+        upstream answer closed."""
+        nonlocal ended
+        if ended:
+            return
+        ended = True
+        try:
+            if spooled is not None:
+                recording.recording_finish(
+                    spooled=spooled,
+                    answer_bytes=size,
+                    complete=complete,
+                    cut="" if complete else cut,
+                )
+        finally:
+            deadline.close()
+            await answer.close()
+
+    answer_body = chunks()
+
+    async def close() -> None:
+        await answer_body.aclose()  # a body being read ends there (its ``finally``)
+        if not ended:  # never read: not a byte of the answer relayed
+            if spooled is not None:
+                recording.answer_path(spooled.spool).touch()
+            await end(0, False, "its caller left before the answer's first byte")
 
     # As received, read as Latin-1 (each byte one character): the bytes go back unchanged. The
     # decoded headers are UTF-8 where they can be, which the answer could not write.
@@ -927,7 +953,7 @@ async def _relay(
         for name, value in answer.headers
         if name.decode("latin-1").lower() not in NOT_RETURNED
     ]
-    return Relayed(answer.status, returned, chunks())
+    return Relayed(answer.status, returned, answer_body, close=close)
 
 
 #: What ends a server-sent event: a blank line, in the line endings servers write.

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ctxweb.proxy.relay import clients_close
+from ctxweb.proxy.relay import Relayed, clients_close
 from ctxweb.proxy.relay import relay as relay_call
 
 
@@ -47,11 +47,11 @@ async def _relay(
         try:
             body = b"".join([chunk async for chunk in body])
         finally:
-            relayed.release()
+            await _ended(relayed)
     elif isinstance(body, bytes):
         relayed.release()
     else:
-        body = _released(body, relayed.release)
+        body = _released(body, relayed)
     response: HttpResponse | StreamingHttpResponse = (
         HttpResponse(body, status=relayed.status)
         if isinstance(body, bytes)
@@ -62,11 +62,18 @@ async def _relay(
     return response
 
 
-async def _released(
-    chunks: AsyncIterator[bytes], release: Callable[[], None]
-) -> AsyncIterator[bytes]:
+async def _released(chunks: AsyncIterator[bytes], relayed: Relayed) -> AsyncIterator[bytes]:
     try:
         async for chunk in chunks:
             yield chunk
     finally:
-        release()
+        await _ended(relayed)
+
+
+async def _ended(relayed: Relayed) -> None:
+    """The answer is over, however it ended (:attr:`Relayed.close`, then the key's call)."""
+    try:
+        if relayed.close is not None:
+            await relayed.close()
+    finally:
+        relayed.release()
