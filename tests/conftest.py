@@ -72,8 +72,9 @@ def _write_lock_held(name: str) -> str | None:
     """Why another connection holds the write lock of SQLite database ``name`` (a file, or an
     in-memory database shared between threads), or None."""
     import sqlite3
+    from urllib.parse import quote
 
-    uri = name if name.startswith("file:") else f"file:{name}?mode=rw"
+    uri = name if name.startswith("file:") else f"file:{quote(name)}?mode=rw"
     try:
         probe = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
     except sqlite3.OperationalError:
