@@ -166,11 +166,7 @@ async def _answer(relayed: Relayed, receive: Receive, send: Send) -> None:
     try:
         await _send_answer(relayed, receive, send)
     finally:
-        try:
-            if relayed.close is not None:  # a streamed body, read or not
-                await relayed.close()
-        finally:
-            relayed.release()
+        await relayed.end()
 
 
 async def _send_answer(relayed: Relayed, receive: Receive, send: Send) -> None:

@@ -143,6 +143,15 @@ class Relayed:
     #: the upstream answer is closed and the call queued for recording all the same.
     close: Callable[[], Awaitable[None]] | None = None
 
+    async def end(self) -> None:
+        """The answer is over, however it ended: :attr:`close` (a streamed body, read or not),
+        then :attr:`release`."""
+        try:
+            if self.close is not None:
+                await self.close()
+        finally:
+            self.release()
+
 
 #: The upstream clients of each event loop, forgotten with their loop (a client is bound to the
 #: loop it was made on, and a loop's id can be reused by the next loop once it is gone).

@@ -47,11 +47,11 @@ async def _relay(
         try:
             body = b"".join([chunk async for chunk in body])
         finally:
-            await _ended(relayed)
+            await relayed.end()
     elif isinstance(body, bytes):
         relayed.release()
     else:
-        body = _released(body, relayed)
+        body = _released(relayed, body)
     response: HttpResponse | StreamingHttpResponse = (
         HttpResponse(body, status=relayed.status)
         if isinstance(body, bytes)
@@ -62,18 +62,11 @@ async def _relay(
     return response
 
 
-async def _released(chunks: AsyncIterator[bytes], relayed: Relayed) -> AsyncIterator[bytes]:
+async def _released(relayed: Relayed, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``relayed``'s streamed body, its answer ended (:meth:`Relayed.end`) however the reading
+    ends."""
     try:
         async for chunk in chunks:
             yield chunk
     finally:
-        await _ended(relayed)
-
-
-async def _ended(relayed: Relayed) -> None:
-    """The answer is over, however it ended (:attr:`Relayed.close`, then the key's call)."""
-    try:
-        if relayed.close is not None:
-            await relayed.close()
-    finally:
-        relayed.release()
+        await relayed.end()
