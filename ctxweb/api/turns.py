@@ -3,11 +3,13 @@ session's turns for the chart, read one turn's messages."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from compaction.messages import Context
     from ctxweb.accounts.access import Access
     from ctxweb.accounts.models import Project
+    from ctxweb.contexts.models import Session
 
 #: The longest session id: the column's length.
 EXTERNAL_ID_MAX = 200
@@ -157,10 +160,37 @@ def refuse_orphans(
         )
 
 
+#: Turns read and written at once when a session's turns go out whole (no ``limit``).
+STREAM_TURNS = 500
+
+
+def _every_turn(session: Session, after: int | None) -> Iterator[bytes]:
+    """The session's turns (after ``after``) as one JSON array, written as it is read:
+    ``STREAM_TURNS`` turns a query (the next after the last one's index) and a chunk, so what
+    the server holds is one such page however long the session (a proxied agent's session
+    grows by a turn a call: 100,000 turns were 30 MB of JSON, and ten times that in objects,
+    built whole before the first byte went out)."""
+    renderer = JSONRenderer()
+    yield b"["
+    separator = b""
+    while True:
+        page = list(selectors.turn_list(session=session, after=after)[:STREAM_TURNS])
+        if not page:
+            break
+        rendered = renderer.render(TurnOutput(page, many=True).data)
+        yield separator + rendered[1:-1]  # the page's array without its brackets
+        separator = b","
+        if len(page) < STREAM_TURNS:
+            break
+        after = page[-1].index
+    yield b"]"
+
+
 class TurnListApi(APIView):
     """Per-turn regions for the chart, every turn in order; ``?after=`` and ``?limit=`` take a
     part of them (a chart catching up, a client reading a long session by pages): still an
-    array, with a ``Link`` header to the next page when more follow (as GitHub's API pages)."""
+    array, with a ``Link`` header to the next page when more follow (as GitHub's API pages).
+    Without ``limit`` the array is streamed, a page of turns at a time."""
 
     @extend_schema(
         parameters=[
@@ -187,14 +217,15 @@ class TurnListApi(APIView):
         ],
         responses={200: TurnOutput(many=True)},
     )
-    def get(self, request: Request, external_id: str) -> Response:
+    def get(self, request: Request, external_id: str) -> Response | StreamingHttpResponse:
         session = require_session(require_access(request), external_id)
         after = optional_integer(request, "after", 0, MAX_OFFSET)
         limit = optional_integer(request, "limit", 1, MAX_LIMIT)
-        turns = selectors.turn_list(session=session, after=after)
         if limit is None:
-            return Response(TurnOutput(turns, many=True).data)
-        page = list(turns[: limit + 1])
+            return StreamingHttpResponse(
+                _every_turn(session, after), content_type="application/json"
+            )
+        page = list(selectors.turn_list(session=session, after=after)[: limit + 1])
         response = Response(TurnOutput(page[:limit], many=True).data)
         if len(page) > limit:
             following = replace_query_param(

@@ -3,13 +3,28 @@ an ingest, an operator and a foreign key."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import User
-from rest_framework.test import APIClient
+from rest_framework.test import APIClient as DrfClient
 
 from ctxweb.accounts.models import Project, Role
 from ctxweb.accounts.services import api_key_create, membership_set, project_create
+
+
+class APIClient(DrfClient):
+    """DRF's test client, whose ``json()`` also reads a streamed answer (a session's turns
+    without ``limit``, an export): as a client of the API reads it, whole."""
+
+    def _parse_json(self, response: Any, **extra: Any) -> Any:
+        if not response.streaming:
+            return super()._parse_json(response, **extra)
+        if not hasattr(response, "_json"):
+            body = b"".join(response.streaming_content)
+            response._json = json.loads(body.decode(response.charset), **extra)
+        return response._json
 
 
 @dataclass

@@ -714,3 +714,70 @@ def test_the_api_speaks_json_only_even_to_a_browser(world: World) -> None:
     assert refused.status_code == 406
     assert refused["Content-Type"] == "application/json"
     assert refused.json()["error"]["code"] == "not_acceptable"
+
+
+def _copies(turn: Turn, count: int) -> None:
+    """``count`` more turns of ``turn``'s session, copies of it (each its own index)."""
+    fields = {
+        f.attname: getattr(turn, f.attname)
+        for f in Turn._meta.concrete_fields
+        if f.attname not in ("id", "index", "turn_id")
+    }
+    Turn.objects.bulk_create(
+        [Turn(**fields, index=turn.index + n) for n in range(1, count + 1)], batch_size=500
+    )
+
+
+def _peak_reading(client: Any, url: str) -> int:
+    """The most memory Python held while the answer to ``url`` was made and read, its bytes
+    each let go once read (as a client writing them to a file): what the server holds."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        response = client.get(url)
+        assert response.status_code == 200
+        chunks = response.streaming_content if response.streaming else [response.content]
+        size = sum(len(chunk) for chunk in chunks)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size > 0
+    return peak
+
+
+def test_every_turn_goes_out_a_page_at_a_time_in_bounded_memory(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxweb.api import turns as turns_api
+
+    monkeypatch.setattr(turns_api, "STREAM_TURNS", 50)
+    client = world.api(world.ingest_key)
+    for session in ("short", "long"):
+        post(client, session, {"format": "openai-chat", "request": chat(SYSTEM, ASK, CALL, RESULT)})
+    first = {t.session.external_id: t for t in Turn.objects.select_related("session")}
+    _copies(first["short"], 199)
+    _copies(first["long"], 799)
+
+    every = client.get("/api/v1/sessions/long/turns")
+    assert every.streaming
+    assert every["Content-Type"] == "application/json"
+    turns = every.json()
+    assert [t["index"] for t in turns] == list(range(800))  # pages of 50, none twice or missed
+    paged: list[dict[str, Any]] = []
+    url: str | None = "/api/v1/sessions/long/turns?limit=500"
+    while url:
+        page = client.get(url)
+        paged += page.json()
+        link = page.headers.get("Link")
+        url = link.split(">", 1)[0].lstrip("<") if link else None
+    assert turns == paged  # the same turns, the same shape, as the pages say them
+    assert client.get("/api/v1/sessions/long/turns?after=749").json() == paged[750:]
+    assert client.get("/api/v1/sessions/long/turns?after=799").json() == []
+    assert client.get("/api/v1/sessions/long/turns?after=100").json()[0]["index"] == 101
+
+    short = _peak_reading(client, "/api/v1/sessions/short/turns")
+    long = _peak_reading(client, "/api/v1/sessions/long/turns")
+    # four times the turns: the whole array built at once held about four times as much
+    # (1.2 MB and 4.8 MB when it was; a page at a time, about the same for both)
+    assert long < 1.5 * short, (short, long)
