@@ -756,7 +756,7 @@ def test_every_turn_goes_out_a_page_at_a_time_in_bounded_memory(
     for session in ("short", "long"):
         post(client, session, {"format": "openai-chat", "request": chat(SYSTEM, ASK, CALL, RESULT)})
     first = {t.session.external_id: t for t in Turn.objects.select_related("session")}
-    _copies(first["short"], 199)
+    _copies(first["short"], 99)
     _copies(first["long"], 799)
 
     every = client.get("/api/v1/sessions/long/turns")
@@ -776,8 +776,10 @@ def test_every_turn_goes_out_a_page_at_a_time_in_bounded_memory(
     assert client.get("/api/v1/sessions/long/turns?after=799").json() == []
     assert client.get("/api/v1/sessions/long/turns?after=100").json()[0]["index"] == 101
 
-    short = _peak_reading(client, "/api/v1/sessions/short/turns")
-    long = _peak_reading(client, "/api/v1/sessions/long/turns")
-    # four times the turns: the whole array built at once held about four times as much
-    # (1.2 MB and 4.8 MB when it was; a page at a time, about the same for both)
-    assert long < 1.5 * short, (short, long)
+    # The least of three reads each: tracemalloc counts every thread's allocations, and a
+    # thread another test left (a recorder finishing) may allocate during one read.
+    short = min(_peak_reading(client, "/api/v1/sessions/short/turns") for _ in range(3))
+    long = min(_peak_reading(client, "/api/v1/sessions/long/turns") for _ in range(3))
+    # eight times the turns: the whole array built at once held about six times as much
+    # (0.6 MB and 4.7 MB when it was; a page at a time, 0.53 MB and 0.54 MB)
+    assert long < 2 * short, (short, long)
