@@ -1,10 +1,12 @@
 """One writer at a time to SQLite from this process's background threads.
 
-SQLite takes one writer at a time; a second writer waits out the busy timeout, polling. The
-background writers of a process (the recorders, the record of an API key's use) take turns here
-instead, each woken as the one before is done. (The test suite ran on an in-memory database in
-shared-cache mode, where a second writer fails at once with "database table is locked" and a
-connection left inside a transaction is never closed: it now runs on a file, as served.)
+SQLite takes one writer at a time; a second writer waits out the busy timeout, polling. A write
+transaction takes its process's turn and the writers' ``flock`` (:mod:`ctxweb.sqlite.base`); the
+background writers of a process (the recorders, the record of an API key's use) also take turns
+here for their writes outside a transaction, each woken as the one before is done. (The test
+suite ran on an in-memory database in shared-cache mode, where a second writer fails at once
+with "database table is locked" and a connection left inside a transaction is never closed: it
+now runs on a file, as served.)
 Nothing on PostgreSQL.
 """
 

@@ -118,7 +118,7 @@ def _no_write_lock_held(item: pytest.Item) -> None:
     database = connections["default"].settings_dict
     name = str(database.get("NAME") or "")
     test_name = (database.get("TEST") or {}).get("NAME")
-    if database["ENGINE"] != "django.db.backends.sqlite3" or not (
+    if connections["default"].vendor != "sqlite" or not (
         name.startswith("file:memorydb") or (test_name and name == test_name)
     ):
         return  # not a test database of SQLite's, or not created yet

@@ -136,12 +136,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django's backend, with a health check of a kept connection that costs no round trip.
     DATABASES["default"]["ENGINE"] = "ctxweb.postgresql"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's backend, its writers taking turns through a lock the kernel hands on.
+    DATABASES["default"]["ENGINE"] = "ctxweb.sqlite"
     # WAL lets the dashboard read while a turn is being written; the timeout waits out writers.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
     }
+# SQLite's writers (transactions) take turns through a lock that hands on at once, a process at
+# a time (ctxweb/sqlite/base.py); off, they wait on SQLite's busy handler alone.
+CTXWEB_SQLITE_WRITER_LOCK = envbool("CTXWEB_SQLITE_WRITER_LOCK", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

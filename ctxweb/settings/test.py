@@ -30,7 +30,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # handler (ctxweb.serving) would otherwise keep one per thread past the test database's teardown.
 # Servers started as subprocesses keep theirs (CONN_MAX_AGE of the base settings).
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "ctxweb.sqlite":  # noqa: F405
     # The embedded pass's test database is a file, as the embedded shape's is (WAL, a writer
     # waits its turn), in memory-backed /dev/shm where there is one: not SQLite's shared-cache
     # in-memory database, whose writers fail at once on one another's table locks and whose

@@ -179,9 +179,11 @@ def test_a_user_in_two_projects_hears_and_catches_up_on_the_pages_project_only(
     assert f'data-socket="{socket_path}"' in html
     assert f'data-turns-url="{turns_url}"' in html
     # The catch-up request returns alpha's turn (one message list of history(1)), not beta's.
-    caught_up = browser.get(turns_url).json()
+    # (every turn: a streamed array, read whole)
+    caught_up = json.loads(b"".join(browser.get(turns_url).streaming_content))
     alpha_total = caught_up[0]["total_tokens"]
-    beta = browser.get(f"/api/v1/sessions/dup/turns?project={world.other_project.pk}").json()
+    beta_url = f"/api/v1/sessions/dup/turns?project={world.other_project.pk}"
+    beta = json.loads(b"".join(browser.get(beta_url).streaming_content))
     assert alpha_total != beta[0]["total_tokens"]
     assert len(caught_up) == 1
     cookie = cookie_of(browser)
