@@ -226,6 +226,7 @@ def test_the_pages_run_only_ctxweb_s_own_scripts(world: World) -> None:
 # --- rate limits ----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_a_key_over_its_rate_gets_a_429_with_retry_after(world: World, settings: Any) -> None:
     settings.CTXWEB_RATE_LIMIT = "3/min"
     client = world.api(world.ingest_key)
@@ -242,6 +243,7 @@ def test_a_key_over_its_rate_gets_a_429_with_retry_after(world: World, settings:
     assert world.login(world.owner).get("/api/v1/sessions").status_code == 200
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_a_dashboard_user_has_a_budget_of_their_own(world: World, settings: Any) -> None:
     settings.CTXWEB_RATE_LIMIT = "2/min"
     owner = world.login(world.owner)
@@ -251,6 +253,7 @@ def test_a_dashboard_user_has_a_budget_of_their_own(world: World, settings: Any)
     assert world.login(world.teammate).get("/api/v1/strategies").status_code == 200
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_previews_and_operations_have_a_lower_budget(world: World, settings: Any) -> None:
     settings.CTXWEB_RATE_LIMIT_COSTLY = "2/min"
     client = world.api(world.operator_key)
@@ -272,6 +275,7 @@ def test_previews_and_operations_have_a_lower_budget(world: World, settings: Any
     assert client.get("/api/v1/strategies").status_code == 200
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_the_health_check_and_anonymous_calls_are_not_counted(world: World, settings: Any) -> None:
     settings.CTXWEB_RATE_LIMIT = "1/min"
     for _ in range(3):

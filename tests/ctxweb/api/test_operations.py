@@ -543,6 +543,7 @@ def test_the_other_projects_session_of_the_same_name_lists_only_its_own(
     assert [o["id"] for o in listed] == [ours.json()["id"]]
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_reading_the_list_does_not_spend_the_costly_budget(
     world: World, session: Session, commit: Any, settings: Any
 ) -> None:

@@ -327,6 +327,7 @@ def test_progress_and_the_end_arrive_over_the_sessions_socket(world: World) -> N
     async_to_sync(scenario)()
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_starting_replays_spends_the_costly_budget_and_reading_them_does_not(
     world: World, session: Session, commit: Any, settings: Any
 ) -> None:

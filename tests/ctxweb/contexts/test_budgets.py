@@ -184,6 +184,7 @@ def test_the_preview_page_answers_503_when_every_slot_stays_busy(
 # --- rate limits on pages -------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_a_viewer_loading_the_preview_page_too_fast_gets_429(world: World, settings: Any) -> None:
     ingest(world)
     settings.CTXWEB_RATE_LIMIT_COSTLY = "2/min"
@@ -201,6 +202,7 @@ def test_a_viewer_loading_the_preview_page_too_fast_gets_429(world: World, setti
     assert owner.get("/sessions/s1/preview/").status_code == 200
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_every_page_counts_against_the_general_budget(world: World, settings: Any) -> None:
     ingest(world)
     settings.CTXWEB_RATE_LIMIT = "3/min"
@@ -212,6 +214,7 @@ def test_every_page_counts_against_the_general_budget(world: World, settings: An
     assert client.get("/api/v1/sessions").status_code == 429
 
 
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_the_login_page_and_static_files_are_not_counted(settings: Any) -> None:
     settings.CTXWEB_RATE_LIMIT = "1/min"
     for _ in range(3):

@@ -53,6 +53,7 @@ def test_a_call_without_a_key_is_a_401_that_tells_the_sdk_not_to_retry(
     ("provider", "kind"),
     [("openai", "rate_limit_exceeded"), ("anthropic", "rate_limit_error")],
 )
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_a_key_over_its_calls_in_flight_then_over_its_rate_is_a_429_with_retry_after(
     nowhere: None, settings: Any, provider: str, kind: str
 ) -> None:

@@ -384,6 +384,7 @@ def test_the_providers_key_is_stored_nowhere(server: tuple[str, str, Path]) -> N
 
 
 @pytest.mark.embedded_server
+@pytest.mark.usefixtures("clear_of_a_minutes_end")
 def test_each_key_has_its_rate_limit_in_the_providers_shape(
     stand_in: StandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
