@@ -147,6 +147,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # SQLite's writers (transactions) take turns through a lock that hands on at once, a process at
 # a time (ctxweb/sqlite/base.py); off, they wait on SQLite's busy handler alone.
 CTXWEB_SQLITE_WRITER_LOCK = envbool("CTXWEB_SQLITE_WRITER_LOCK", True)
+# How long a capturer's write transaction lets those of the other processes (recording, the
+# web process) go first, at most; 0 (the default): it queues with them.
+CTXWEB_SQLITE_YIELD_MS = envint("CTXWEB_SQLITE_YIELD_MS", 0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -177,3 +177,126 @@ def test_the_setting_turns_the_lock_off(settings: Any) -> None:
     with transaction.atomic():
         Project.objects.create(name="unlocked")
         assert not held()
+
+
+@contextmanager
+def shared_by_another_process(path: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding a shared ``flock`` on ``path`` (as a waiting writer holds the
+    writers' "wanted" lock) until the block ends."""
+    script = (
+        "import fcntl, os, sys\n"
+        f"fd = os.open({path!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+        "fcntl.flock(fd, fcntl.LOCK_SH)\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "held"
+        yield process
+    finally:
+        if process.poll() is None:
+            assert process.stdin is not None
+            process.stdin.write("\n")
+            process.stdin.flush()
+        process.wait(10)
+
+
+def wanted_by_someone() -> bool:
+    """Whether a writer (of any process) waits for the writers' lock or holds it."""
+    fd = os.open(lock_path() + "-wanted", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_writer_says_it_waits_for_its_turn_and_holds_it(settings: Any) -> None:
+    settings.CTXWEB_SQLITE_YIELD_MS = 100  # off (0), nothing is said: nobody yields
+    with held_by_another_process() as holder:
+
+        def write() -> None:
+            with transaction.atomic():
+                Project.objects.create(name="waited")
+
+        thread, done, errors = in_thread(write)
+        assert not done.wait(0.3)
+        assert wanted_by_someone()  # this process's writer, waiting behind the other one
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert done.wait(10)
+    thread.join(10)
+    assert errors == []
+    assert not wanted_by_someone()
+
+
+@pytest.fixture
+def yielding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's writers yield, as a capturer's do."""
+    from ctxweb.sqlite import base
+
+    monkeypatch.setattr(base, "_YIELDING", [False])
+    base.writes_yield()
+
+
+@pytest.mark.usefixtures("yielding")
+def test_a_yielding_writer_lets_another_process_s_waiting_writer_go_first(settings: Any) -> None:
+    settings.CTXWEB_SQLITE_YIELD_MS = 30_000
+    with shared_by_another_process(lock_path() + "-wanted") as other:
+
+        def write() -> None:
+            with transaction.atomic():
+                Project.objects.create(name="yielded")
+
+        thread, done, errors = in_thread(write)
+        assert not done.wait(0.5)  # while the other process's writer waits or writes
+        assert not held()  # not even queued for the writers' lock
+        assert other.stdin is not None
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert done.wait(10)  # at once when it is done
+    thread.join(10)
+    assert errors == []
+    assert Project.objects.filter(name="yielded").exists()
+
+
+@pytest.mark.usefixtures("yielding")
+def test_a_yielding_writer_waits_at_most_its_bound_however_busy_the_others(
+    settings: Any,
+) -> None:
+    settings.CTXWEB_SQLITE_YIELD_MS = 200
+    with shared_by_another_process(lock_path() + "-wanted"):
+        with transaction.atomic():  # the others never pause: it goes after its 200 ms
+            Project.objects.create(name="bounded")
+        assert wanted_by_someone()  # the other process's writer still waiting
+    assert Project.objects.filter(name="bounded").exists()
+    assert not held()
+
+
+def test_a_capturer_yields(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxweb.contexts.management.commands import receive_telemetry
+    from ctxweb.sqlite import base
+
+    monkeypatch.setattr(base, "_YIELDING", [False])
+    served: list[tuple[int, int]] = []
+    monkeypatch.setattr(
+        receive_telemetry, "capturer_loop", lambda *, parent, fd: served.append((parent, fd))
+    )
+    receive_telemetry.Command().serve(parent=1, fd=3)
+    assert served == [(1, 3)]
+    assert base._YIELDING == [True]
+
+
+def test_without_a_yield_nothing_is_said(settings: Any) -> None:
+    settings.CTXWEB_SQLITE_YIELD_MS = 0
+    with transaction.atomic():
+        Project.objects.create(name="quiet")
+        assert held()
+        assert not wanted_by_someone()
