@@ -45,12 +45,16 @@ def held() -> bool:
 
 
 @contextmanager
-def held_by_another_process() -> Iterator[subprocess.Popen[str]]:
-    """Another process holding the writers' lock until the block ends."""
+def held_by_another_process(
+    path: str | None = None, kind: str = "LOCK_EX"
+) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding a ``flock`` on ``path`` (the writers' lock; ``LOCK_SH`` on its
+    "wanted" file: as another process's writer waiting its turn) until the block ends, or until
+    it is sent a line."""
     script = (
         "import fcntl, os, sys\n"
-        f"fd = os.open({lock_path()!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        f"fd = os.open({path or lock_path()!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+        f"fcntl.flock(fd, fcntl.{kind})\n"
         "print('held', flush=True)\n"
         "sys.stdin.readline()\n"
     )
@@ -63,10 +67,15 @@ def held_by_another_process() -> Iterator[subprocess.Popen[str]]:
         yield process
     finally:
         if process.poll() is None:
-            assert process.stdin is not None
-            process.stdin.write("\n")
-            process.stdin.flush()
+            let_go(process)
         process.wait(10)
+
+
+def let_go(process: subprocess.Popen[str]) -> None:
+    """Tell the process of :func:`held_by_another_process` to let go (and end)."""
+    assert process.stdin is not None
+    process.stdin.write("\n")
+    process.stdin.flush()
 
 
 def in_thread(write: Any) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
@@ -118,9 +127,7 @@ def test_another_process_s_transaction_is_waited_for_then_gone_on_at_once() -> N
 
         thread, done, errors = in_thread(write)
         assert not done.wait(0.5)  # behind the other process's transaction
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.flush()
+        let_go(holder)
         assert done.wait(10)
     thread.join(10)
     assert errors == []
@@ -179,32 +186,6 @@ def test_the_setting_turns_the_lock_off(settings: Any) -> None:
         assert not held()
 
 
-@contextmanager
-def shared_by_another_process(path: str) -> Iterator[subprocess.Popen[str]]:
-    """Another process holding a shared ``flock`` on ``path`` (as a waiting writer holds the
-    writers' "wanted" lock) until the block ends."""
-    script = (
-        "import fcntl, os, sys\n"
-        f"fd = os.open({path!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
-        "fcntl.flock(fd, fcntl.LOCK_SH)\n"
-        "print('held', flush=True)\n"
-        "sys.stdin.readline()\n"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "held"
-        yield process
-    finally:
-        if process.poll() is None:
-            assert process.stdin is not None
-            process.stdin.write("\n")
-            process.stdin.flush()
-        process.wait(10)
-
-
 def wanted_by_someone() -> bool:
     """Whether a writer (of any process) waits for the writers' lock or holds it."""
     fd = os.open(lock_path() + "-wanted", os.O_RDWR | os.O_CREAT, 0o600)
@@ -228,9 +209,7 @@ def test_a_writer_says_it_waits_for_its_turn_and_holds_it(settings: Any) -> None
         thread, done, errors = in_thread(write)
         assert not done.wait(0.3)
         assert wanted_by_someone()  # this process's writer, waiting behind the other one
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.flush()
+        let_go(holder)
         assert done.wait(10)
     thread.join(10)
     assert errors == []
@@ -249,7 +228,7 @@ def yielding(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("yielding")
 def test_a_yielding_writer_lets_another_process_s_waiting_writer_go_first(settings: Any) -> None:
     settings.CTXWEB_SQLITE_YIELD_MS = 30_000
-    with shared_by_another_process(lock_path() + "-wanted") as other:
+    with held_by_another_process(lock_path() + "-wanted", "LOCK_SH") as other:
 
         def write() -> None:
             with transaction.atomic():
@@ -258,9 +237,7 @@ def test_a_yielding_writer_lets_another_process_s_waiting_writer_go_first(settin
         thread, done, errors = in_thread(write)
         assert not done.wait(0.5)  # while the other process's writer waits or writes
         assert not held()  # not even queued for the writers' lock
-        assert other.stdin is not None
-        other.stdin.write("\n")
-        other.stdin.flush()
+        let_go(other)
         assert done.wait(10)  # at once when it is done
     thread.join(10)
     assert errors == []
@@ -272,7 +249,7 @@ def test_a_yielding_writer_waits_at_most_its_bound_however_busy_the_others(
     settings: Any,
 ) -> None:
     settings.CTXWEB_SQLITE_YIELD_MS = 200
-    with shared_by_another_process(lock_path() + "-wanted"):
+    with held_by_another_process(lock_path() + "-wanted", "LOCK_SH"):
         with transaction.atomic():  # the others never pause: it goes after its 200 ms
             Project.objects.create(name="bounded")
         assert wanted_by_someone()  # the other process's writer still waiting
