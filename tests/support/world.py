@@ -14,17 +14,22 @@ from ctxweb.accounts.models import Project, Role
 from ctxweb.accounts.services import api_key_create, membership_set, project_create
 
 
+def streamed_json(response: Any, **extra: Any) -> Any:
+    """A streamed JSON answer of the test client (a session's turns without ``limit``), read
+    whole as a client of the API reads it."""
+    if not hasattr(response, "_json"):
+        body = b"".join(response.streaming_content)
+        response._json = json.loads(body.decode(response.charset), **extra)
+    return response._json
+
+
 class APIClient(DrfClient):
-    """DRF's test client, whose ``json()`` also reads a streamed answer (a session's turns
-    without ``limit``, an export): as a client of the API reads it, whole."""
+    """DRF's test client, whose ``json()`` also reads a streamed answer (:func:`streamed_json`)."""
 
     def _parse_json(self, response: Any, **extra: Any) -> Any:
-        if not response.streaming:
-            return super()._parse_json(response, **extra)
-        if not hasattr(response, "_json"):
-            body = b"".join(response.streaming_content)
-            response._json = json.loads(body.decode(response.charset), **extra)
-        return response._json
+        if response.streaming:
+            return streamed_json(response, **extra)
+        return super()._parse_json(response, **extra)
 
 
 @dataclass

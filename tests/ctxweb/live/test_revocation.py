@@ -20,7 +20,7 @@ from ctxweb.asgi import application
 from ctxweb.live import consumers
 from ctxweb.live.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND
 from tests.support.builders import body, history
-from tests.support.world import World
+from tests.support.world import World, streamed_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -180,10 +180,10 @@ def test_a_user_in_two_projects_hears_and_catches_up_on_the_pages_project_only(
     assert f'data-turns-url="{turns_url}"' in html
     # The catch-up request returns alpha's turn (one message list of history(1)), not beta's.
     # (every turn: a streamed array, read whole)
-    caught_up = json.loads(b"".join(browser.get(turns_url).streaming_content))
+    caught_up = streamed_json(browser.get(turns_url))
     alpha_total = caught_up[0]["total_tokens"]
     beta_url = f"/api/v1/sessions/dup/turns?project={world.other_project.pk}"
-    beta = json.loads(b"".join(browser.get(beta_url).streaming_content))
+    beta = streamed_json(browser.get(beta_url))
     assert alpha_total != beta[0]["total_tokens"]
     assert len(caught_up) == 1
     cookie = cookie_of(browser)
