@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -160,28 +161,25 @@ def refuse_orphans(
         )
 
 
-#: Turns read and written at once when a session's turns go out whole (no ``limit``).
-STREAM_TURNS = 500
-
-
 def _every_turn(session: Session, after: int | None) -> Iterator[bytes]:
     """The session's turns (after ``after``) as one JSON array, written as it is read:
-    ``STREAM_TURNS`` turns a query (the next after the last one's index) and a chunk, so what
+    ``CTXWEB_TURN_LIST_PAGE`` turns a query (the next after the last one's index) and a chunk, so what
     the server holds is one such page however long the session (a proxied agent's session
     grows by a turn a call; built whole before the first byte went out, 800 turns held 4.7 MB,
     about 6 KB a turn: 600 MB for 100,000). A failure past the first page ends the answer
     early: its array is then unfinished, as a download cut short."""
     renderer = JSONRenderer()
+    size = settings.CTXWEB_TURN_LIST_PAGE
     yield b"["
     separator = b""
     while True:
-        page = list(selectors.turn_list(session=session, after=after)[:STREAM_TURNS])
+        page = list(selectors.turn_list(session=session, after=after)[:size])
         if not page:
             break
         rendered = renderer.render(TurnOutput(page, many=True).data)
         yield separator + rendered[1:-1]  # the page's array without its brackets
         separator = b","
-        if len(page) < STREAM_TURNS:
+        if len(page) < size:
             break
         after = page[-1].index
     yield b"]"

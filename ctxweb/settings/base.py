@@ -355,6 +355,9 @@ CTXWEB_SHUTDOWN_SECONDS = envint("CTXWEB_SHUTDOWN_SECONDS", 30)
 # A response whose client reads nothing for this long is abandoned (its connection closed), so
 # that it holds no thread or upstream connection longer: exports, artifacts, proxied answers.
 CTXWEB_SEND_TIMEOUT = envfloat("CTXWEB_SEND_TIMEOUT", 60.0)
+# A session's whole turn list (GET .../turns without ?limit=) is read and sent this many turns at
+# a time (about 6 KB of memory a turn while it is written).
+CTXWEB_TURN_LIST_PAGE = max(1, envint("CTXWEB_TURN_LIST_PAGE", 500))
 
 # Request size: a turn carries a whole context; 32 MB by default, 413 above it.
 #: Threads serving Django's HTTP requests in each server process (ctxweb.serving): as many

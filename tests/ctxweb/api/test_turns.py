@@ -747,11 +747,9 @@ def _peak_reading(client: Any, url: str) -> int:
 
 
 def test_every_turn_goes_out_a_page_at_a_time_in_bounded_memory(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, settings: Any
 ) -> None:
-    from ctxweb.api import turns as turns_api
-
-    monkeypatch.setattr(turns_api, "STREAM_TURNS", 50)
+    settings.CTXWEB_TURN_LIST_PAGE = 50
     client = world.api(world.ingest_key)
     for session in ("short", "long"):
         post(client, session, {"format": "openai-chat", "request": chat(SYSTEM, ASK, CALL, RESULT)})
