@@ -163,11 +163,11 @@ def refuse_orphans(
 
 def _every_turn(session: Session, after: int | None) -> Iterator[bytes]:
     """The session's turns (after ``after``) as one JSON array, written as it is read:
-    ``CTXWEB_TURN_LIST_PAGE`` turns a query (the next after the last one's index) and a chunk, so what
-    the server holds is one such page however long the session (a proxied agent's session
-    grows by a turn a call; built whole before the first byte went out, 800 turns held 4.7 MB,
-    about 6 KB a turn: 600 MB for 100,000). A failure past the first page ends the answer
-    early: its array is then unfinished, as a download cut short."""
+    ``CTXWEB_TURN_LIST_PAGE`` turns a query (the next after the last one's index) and a
+    chunk, so what the server holds is one such page however long the session (a proxied
+    agent's session grows by a turn a call; built whole before the first byte went out, 800
+    turns held 4.7 MB, about 6 KB a turn: 600 MB for 100,000). A failure past the first page
+    ends the answer early: its array is then unfinished, as a download cut short."""
     renderer = JSONRenderer()
     size = settings.CTXWEB_TURN_LIST_PAGE
     yield b"["
