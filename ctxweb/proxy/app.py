@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
+from ctxweb.logqueue import logs_off_the_loop
 from ctxweb.proxy.relay import Deadline, Relayed, clients_close, error, relay
 
 logger = logging.getLogger("ctxweb.proxy")
@@ -36,13 +37,20 @@ CHECKED = re.compile(r"^/proxy/(?P<provider>openai|anthropic)(?:/.*)?$", re.DOTA
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
-    """The server's start and end (ASGI lifespan): the upstream clients close as it ends."""
+    """The server's start and end (ASGI lifespan): log lines are written by a thread of their
+    own while it serves (:mod:`ctxweb.logqueue`); the upstream clients close as it ends."""
+    logs_back = None
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            logs_back = logs_off_the_loop()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            await clients_close()
+            try:
+                await clients_close()
+            finally:
+                if logs_back is not None:
+                    logs_back()
             await send({"type": "lifespan.shutdown.complete"})
             return
 

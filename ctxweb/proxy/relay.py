@@ -24,8 +24,8 @@ the same through Django's URLs (WSGI, the test client).
   ends the stream). An answer cut before its end (its caller left, ctxweb stopped it, relaying
   it failed) is recorded all the same, its turn saying so: the request the
   agent sent is whole, the answer what came before the cut. Nothing is parsed on the
-  caller's path, and the answer is never held in memory; a request body from
-  :data:`SPOOL_ON_LOOP_BYTES` up is written on threads of its own, not on the event loop.
+  caller's path, and the answer is never held in memory; the call's files are created on
+  threads of their own, never on the event loop (:data:`SPOOL_BIG_BYTES`).
 - **Managed mode** (``X-Ctxweb-Managed: 1``): once an operator has applied a strategy to the
   session, the start of the agent's request that the operation compacted is sent compacted
   (:func:`~ctxweb.contexts.services.proxying.proxy_prepare`), until the operation is undone.
@@ -65,10 +65,11 @@ import time
 import urllib.parse
 import urllib.request
 import weakref
+import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import aiohttp
 import httpx
@@ -347,11 +348,21 @@ _KEYS = ThreadPoolExecutor(settings.CTXWEB_PROXY_KEY_THREADS, thread_name_prefix
 _PREPARE = ThreadPoolExecutor(
     settings.CTXWEB_PROXY_PREPARE_THREADS, thread_name_prefix="ctxweb-proxy-prepare"
 )
-#: Request bodies from this size up are spooled for the recorder on threads of their own, not
-#: on the event loop, which relays every other call meanwhile (a 24 MB body took 20 to 250 ms to
-#: write on this machine); a smaller one costs less to write than the hop to a thread.
-SPOOL_ON_LOOP_BYTES = 1024 * 1024
-_SPOOLING = ThreadPoolExecutor(4, thread_name_prefix="ctxweb-proxy-spool-request")
+#: A call's files are created for the recorder on threads of their own, never on the event
+#: loop, which relays every other call meanwhile: creating a file waits for the file system's
+#: journal, which the database's and the other calls' writes keep busy (under the hostile load,
+#: on this machine: up to 60 ms for a small call's request file, 87 ms to open its answer's,
+#: 350 ms to write a 24 MB request), and every caller and the health check waited with it. Big
+#: requests (from ``SPOOL_BIG_BYTES``) have threads of their own: a small call is never queued
+#: behind their writes.
+SPOOL_BIG_BYTES = 1024 * 1024
+_SPOOLING = ThreadPoolExecutor(4, thread_name_prefix="ctxweb-proxy-spool")
+_SPOOLING_BIG = ThreadPoolExecutor(4, thread_name_prefix="ctxweb-proxy-spool-big")
+#: The answers' writers (:class:`AnswerFile`): one thread each, so that a call's writes and its
+#: file's closing run in the order they were asked for.
+_ANSWER_WRITERS = [
+    ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-answer-{n}") for n in range(4)
+]
 #: Calls in flight per key in this process, and each key's preparations.
 _IN_FLIGHT: dict[int, int] = {}
 _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
@@ -476,6 +487,7 @@ def _prepare(**call: Any) -> Any:
 def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
     """Wait until every call relayed so far is recorded (tests, and a process shutting down);
     with ``close``, this thread's database connection is closed afterwards."""
+    _answers_ended(timeout)
     recording.recordings_queued(timeout)
     try:
         recording.recordings_idle(timeout)
@@ -484,10 +496,16 @@ def recording_idle(timeout: float = 30, *, close: bool = False) -> None:
             connection.close()
 
 
+def _answers_ended(timeout: float) -> None:
+    for ending in list(_ENDING):
+        ending.result(timeout=timeout)
+
+
 def recorders_quiet(timeout: float = 30) -> None:
     """Wait until this process's recording threads have nothing left to do (no database read:
     for tests that end with calls they relayed)."""
     deadline = time.monotonic() + timeout
+    _answers_ended(timeout)
     recording.recordings_queued(timeout)
     while recording.recorders_busy() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -668,15 +686,91 @@ class Deadline:
             self.timer = None
 
 
-async def _spool(**call: Any) -> recording.Spooled:
+class AnswerFile:
+    """A call's answer as it is relayed, written to its file off the event loop: each chunk is
+    in the page cache (the file is unbuffered) before the relay sends it on, the write awaited on
+    the call's writer thread (a write waits for the disk as a file's creation does: under the
+    hostile load, the event loop was found writing an answer's chunk in a quarter of the looks
+    that found it late)."""
+
+    def __init__(self, file: BinaryIO, spool: str) -> None:
+        self.file = file
+        self.writer = _ANSWER_WRITERS[zlib.crc32(spool.encode()) % len(_ANSWER_WRITERS)]
+
+    async def write(self, chunk: bytes) -> None:
+        await asyncio.wrap_future(self.writer.submit(self.file.write, chunk))
+
+    def close_then(self, then: Callable[[], None], ending: Future[None]) -> None:
+        """Close the file once any write asked for before has run (a relay cancelled while its
+        chunk was being written leaves that write under way), then call ``then``, then set
+        ``ending``: on the writer's thread, nothing awaited (what ends an answer runs whole,
+        cancelled or not)."""
+
+        def close() -> None:
+            try:
+                self.file.close()
+                then()
+            except Exception:
+                logger.exception("proxy: ending a call's recording failed")
+            finally:
+                ending.set_result(None)
+
+        self.writer.submit(close)
+
+
+#: Answers being closed and queued for recording by their writers (:func:`recording_idle`).
+_ENDING: set[Future[None]] = set()
+
+
+def _spool(**call: Any) -> Future[tuple[recording.Spooled, AnswerFile]]:
     """The call spooled for the recorder (:func:`~ctxweb.contexts.services.recording.
-    recording_spool`), a big request body on a spooling thread."""
-    if len(call["request_body"]) < SPOOL_ON_LOOP_BYTES:
-        return recording.recording_spool(**call)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(
-        _SPOOLING, functools.partial(recording.recording_spool, **call)
-    )
+    recording_spool`) and its answer's file, open to be written, on a spooling thread: the
+    thread's future, which completes without the event loop (a loop that ends, a server
+    stopping, leaves no call spooled and never queued)."""
+    big = len(call["request_body"]) >= SPOOL_BIG_BYTES
+    return (_SPOOLING_BIG if big else _SPOOLING).submit(_spool_files, call)
+
+
+def _finish_when_spooled(
+    spooling: Future[tuple[recording.Spooled, AnswerFile]],
+    size: int,
+    complete: bool,
+    cut: str,
+) -> None:
+    """Once the call is spooled, its answer's file closed and the call queued for recording
+    (:func:`~ctxweb.contexts.services.recording.recording_finish`), by its writer; nothing
+    awaited here. A call that could not be spooled is not recorded (said in the log)."""
+    ending: Future[None] = Future()
+    _ENDING.add(ending)
+    ending.add_done_callback(_ENDING.discard)
+
+    def spooled(done: Future[tuple[recording.Spooled, AnswerFile]]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            logger.error(
+                "proxy: the call could not be spooled for its recording",
+                exc_info=None if done.cancelled() else done.exception(),
+            )
+            ending.set_result(None)
+            return
+        call, written = done.result()
+        written.close_then(
+            functools.partial(
+                recording.recording_finish,
+                spooled=call,
+                answer_bytes=size,
+                complete=complete,
+                cut=cut,
+            ),
+            ending,
+        )
+
+    spooling.add_done_callback(spooled)
+
+
+def _spool_files(call: dict[str, Any]) -> tuple[recording.Spooled, AnswerFile]:
+    spooled = recording.recording_spool(**call)
+    file = recording.answer_path(spooled.spool).open("wb", buffering=0)
+    return spooled, AnswerFile(file, spooled.spool)
 
 
 async def _sent_once(body: bytes) -> AsyncIterator[bytes]:
@@ -843,11 +937,15 @@ async def _relay(
     streamed = answer.header("content-type").startswith("text/event-stream")
     coding = answer.header("content-encoding").lower()
     encoded = coding not in ("", "identity")
-    try:
-        spooled = (
-            None
-            if format is None
-            else await _spool(
+    # The call's files are created on a spooling thread while the answer's first bytes are read
+    # (awaited before any of them is written or relayed): an answer that arrived whole with the
+    # provider's connection failing right after it is read before aiohttp raises the failure,
+    # which it raises in place of what it holds unread.
+    spooling: Future[tuple[recording.Spooled, AnswerFile]] | None = (
+        None
+        if format is None
+        else (
+            _spool(
                 project_id=key.project_id,
                 key_id=key.pk,
                 format=format,
@@ -861,17 +959,10 @@ async def _relay(
                 request_body=body,
             )
         )
-    except BaseException:
-        deadline.close()
-        await answer.close()
-        raise
+    )
 
     async def chunks() -> AsyncGenerator[bytes, None]:
-        written = (
-            None
-            if spooled is None
-            else recording.answer_path(spooled.spool).open("wb", buffering=0)
-        )
+        written: AnswerFile | None = None
         size = 0
         complete = False
         # why the answer ended before its end, if it did: the caller left unless said otherwise
@@ -896,8 +987,10 @@ async def _relay(
                     raise AnswerStopped(
                         f"the provider's answer went over CTXWEB_PROXY_MAX_ANSWER_BYTES ({limit})"
                     )
-                if written is not None:
-                    written.write(chunk)  # written before it is relayed
+                if spooling is not None:
+                    if written is None:  # shielded: a caller leaving now leaves it spooled
+                        written = (await asyncio.shield(asyncio.wrap_future(spooling)))[1]
+                    await written.write(chunk)  # written before it is relayed
                 if events is not None:
                     # an event stream goes back whole events at a time (a client parses none
                     # before its end anyway), so that an error can always follow as an event
@@ -919,29 +1012,20 @@ async def _relay(
             cut = f"relaying it failed ({type(error).__name__}: {error})"
             raise
         finally:
-            try:
-                if written is not None:
-                    written.close()
-            finally:
-                await end(size, complete, cut)
+            await end(size, complete, cut)
 
     ended = False
 
     async def end(size: int, complete: bool, cut: str) -> None:
-        """The answer is over, however it ended (once): the call queued for recording, the
-        upstream answer closed."""
+        """The answer is over, however it ended (once): its file closed and the call queued
+        for recording, the upstream answer closed."""
         nonlocal ended
         if ended:
             return
         ended = True
         try:
-            if spooled is not None:
-                recording.recording_finish(
-                    spooled=spooled,
-                    answer_bytes=size,
-                    complete=complete,
-                    cut="" if complete else cut,
-                )
+            if spooling is not None:
+                _finish_when_spooled(spooling, size, complete, "" if complete else cut)
         finally:
             deadline.close()
             await answer.close()
@@ -950,9 +1034,7 @@ async def _relay(
 
     async def close() -> None:
         await answer_body.aclose()  # a body being read ends there (its ``finally``)
-        if not ended:  # never read: not a byte of the answer relayed
-            if spooled is not None:
-                recording.answer_path(spooled.spool).touch()
+        if not ended:  # never read: not a byte of the answer relayed (its file is empty)
             await end(0, False, "its caller left before the answer's first byte")
 
     # As received, read as Latin-1 (each byte one character): the bytes go back unchanged. The

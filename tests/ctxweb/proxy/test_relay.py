@@ -22,7 +22,7 @@ import pytest
 from anthropic import Anthropic
 from openai import OpenAI
 
-from ctxweb.proxy.relay import SPOOL_ON_LOOP_BYTES
+from ctxweb.proxy.relay import SPOOL_BIG_BYTES
 from tests.support.providers import StandIn
 from tests.support.servers import LiveServer, create_key, embedded_env, live_server, manage
 
@@ -260,14 +260,14 @@ def test_a_stream_the_sdk_stops_reading_at_its_last_event_is_recorded(
 
 @pytest.mark.embedded_server
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_a_call_whose_request_is_spooled_off_the_event_loop_is_recorded_whole(
+def test_a_call_whose_request_is_spooled_on_the_big_threads_is_recorded_whole(
     server: tuple[str, str, Path], stand_in: StandIn, stream: bool
 ) -> None:
-    """A request body from ``SPOOL_ON_LOOP_BYTES`` up is written for the recorder on a thread
-    of its own: the call is answered and recorded from the whole of it all the same."""
+    """A request body from ``SPOOL_BIG_BYTES`` up is written for the recorder on the threads
+    of big ones: the call is answered and recorded from the whole of it all the same."""
     url, key, _ = server
     session = f"big-request-{stream}"
-    words = 2 * SPOOL_ON_LOOP_BYTES // 5
+    words = 2 * SPOOL_BIG_BYTES // 5
     log = " word" * words  # one token a word
     stand_in.then("Read it all.")
     answer = openai_client(url, key, session).chat.completions.create(
