@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import http.cookiejar
 import json
 import logging
@@ -65,7 +64,6 @@ import time
 import urllib.parse
 import urllib.request
 import weakref
-import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -354,15 +352,10 @@ _PREPARE = ThreadPoolExecutor(
 #: on this machine: up to 60 ms for a small call's request file, 87 ms to open its answer's,
 #: 350 ms to write a 24 MB request), and every caller and the health check waited with it. Big
 #: requests (from ``SPOOL_BIG_BYTES``) have threads of their own: a small call is never queued
-#: behind their writes.
+#: behind their writes. The answer's chunks are then appended on the loop, to the open file.
 SPOOL_BIG_BYTES = 1024 * 1024
 _SPOOLING = ThreadPoolExecutor(4, thread_name_prefix="ctxweb-proxy-spool")
 _SPOOLING_BIG = ThreadPoolExecutor(4, thread_name_prefix="ctxweb-proxy-spool-big")
-#: The answers' writers (:class:`AnswerFile`): one thread each, so that a call's writes and its
-#: file's closing run in the order they were asked for.
-_ANSWER_WRITERS = [
-    ThreadPoolExecutor(1, thread_name_prefix=f"ctxweb-proxy-answer-{n}") for n in range(4)
-]
 #: Calls in flight per key in this process, and each key's preparations.
 _IN_FLIGHT: dict[int, int] = {}
 _PREPARING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
@@ -686,43 +679,11 @@ class Deadline:
             self.timer = None
 
 
-class AnswerFile:
-    """A call's answer as it is relayed, written to its file off the event loop: each chunk is
-    in the page cache (the file is unbuffered) before the relay sends it on, the write awaited on
-    the call's writer thread (a write waits for the disk as a file's creation does: under the
-    hostile load, the event loop was found writing an answer's chunk in a quarter of the looks
-    that found it late)."""
-
-    def __init__(self, file: BinaryIO, spool: str) -> None:
-        self.file = file
-        self.writer = _ANSWER_WRITERS[zlib.crc32(spool.encode()) % len(_ANSWER_WRITERS)]
-
-    async def write(self, chunk: bytes) -> None:
-        await asyncio.wrap_future(self.writer.submit(self.file.write, chunk))
-
-    def close_then(self, then: Callable[[], None], ending: Future[None]) -> None:
-        """Close the file once any write asked for before has run (a relay cancelled while its
-        chunk was being written leaves that write under way), then call ``then``, then set
-        ``ending``: on the writer's thread, nothing awaited (what ends an answer runs whole,
-        cancelled or not)."""
-
-        def close() -> None:
-            try:
-                self.file.close()
-                then()
-            except Exception:
-                logger.exception("proxy: ending a call's recording failed")
-            finally:
-                ending.set_result(None)
-
-        self.writer.submit(close)
-
-
-#: Answers being closed and queued for recording by their writers (:func:`recording_idle`).
+#: Answers being closed and queued for recording (:func:`recording_idle`).
 _ENDING: set[Future[None]] = set()
 
 
-def _spool(**call: Any) -> Future[tuple[recording.Spooled, AnswerFile]]:
+def _spool(**call: Any) -> Future[tuple[recording.Spooled, BinaryIO]]:
     """The call spooled for the recorder (:func:`~ctxweb.contexts.services.recording.
     recording_spool`) and its answer's file, open to be written, on a spooling thread: the
     thread's future, which completes without the event loop (a loop that ends, a server
@@ -732,19 +693,20 @@ def _spool(**call: Any) -> Future[tuple[recording.Spooled, AnswerFile]]:
 
 
 def _finish_when_spooled(
-    spooling: Future[tuple[recording.Spooled, AnswerFile]],
+    spooling: Future[tuple[recording.Spooled, BinaryIO]],
     size: int,
     complete: bool,
     cut: str,
 ) -> None:
     """Once the call is spooled, its answer's file closed and the call queued for recording
-    (:func:`~ctxweb.contexts.services.recording.recording_finish`), by its writer; nothing
-    awaited here. A call that could not be spooled is not recorded (said in the log)."""
+    (:func:`~ctxweb.contexts.services.recording.recording_finish`), whichever thread ends
+    first; nothing awaited here, so a relay cancelled as it ends still queues its call. A call
+    that could not be spooled is not recorded (said in the log)."""
     ending: Future[None] = Future()
     _ENDING.add(ending)
     ending.add_done_callback(_ENDING.discard)
 
-    def spooled(done: Future[tuple[recording.Spooled, AnswerFile]]) -> None:
+    def spooled(done: Future[tuple[recording.Spooled, BinaryIO]]) -> None:
         if done.cancelled() or done.exception() is not None:
             logger.error(
                 "proxy: the call could not be spooled for its recording",
@@ -753,24 +715,21 @@ def _finish_when_spooled(
             ending.set_result(None)
             return
         call, written = done.result()
-        written.close_then(
-            functools.partial(
-                recording.recording_finish,
-                spooled=call,
-                answer_bytes=size,
-                complete=complete,
-                cut=cut,
-            ),
-            ending,
-        )
+        try:
+            written.close()
+            recording.recording_finish(spooled=call, answer_bytes=size, complete=complete, cut=cut)
+        except Exception:
+            logger.exception("proxy: queueing the call for its recording failed")
+        finally:
+            ending.set_result(None)
 
     spooling.add_done_callback(spooled)
 
 
-def _spool_files(call: dict[str, Any]) -> tuple[recording.Spooled, AnswerFile]:
+def _spool_files(call: dict[str, Any]) -> tuple[recording.Spooled, BinaryIO]:
     spooled = recording.recording_spool(**call)
-    file = recording.answer_path(spooled.spool).open("wb", buffering=0)
-    return spooled, AnswerFile(file, spooled.spool)
+    # unbuffered: each chunk is in the page cache before it is relayed
+    return spooled, recording.answer_path(spooled.spool).open("wb", buffering=0)
 
 
 async def _sent_once(body: bytes) -> AsyncIterator[bytes]:
@@ -941,7 +900,7 @@ async def _relay(
     # (awaited before any of them is written or relayed): an answer that arrived whole with the
     # provider's connection failing right after it is read before aiohttp raises the failure,
     # which it raises in place of what it holds unread.
-    spooling: Future[tuple[recording.Spooled, AnswerFile]] | None = (
+    spooling: Future[tuple[recording.Spooled, BinaryIO]] | None = (
         None
         if format is None
         else (
@@ -962,7 +921,7 @@ async def _relay(
     )
 
     async def chunks() -> AsyncGenerator[bytes, None]:
-        written: AnswerFile | None = None
+        written: BinaryIO | None = None
         size = 0
         complete = False
         # why the answer ended before its end, if it did: the caller left unless said otherwise
@@ -990,7 +949,11 @@ async def _relay(
                 if spooling is not None:
                     if written is None:  # shielded: a caller leaving now leaves it spooled
                         written = (await asyncio.shield(asyncio.wrap_future(spooling)))[1]
-                    await written.write(chunk)  # written before it is relayed
+                    # Written before it is relayed, on the loop: the file is open, and a write
+                    # to it (the page cache) waited less than a hop to a thread costs. Written on
+                    # a thread, each chunk cost the web process 0.75 ms of CPU more a call
+                    # (bench/hostile_profile.py), for no change measurable under the hostile load.
+                    written.write(chunk)
                 if events is not None:
                     # an event stream goes back whole events at a time (a client parses none
                     # before its end anyway), so that an error can always follow as an event

@@ -1,8 +1,9 @@
-"""Nothing on the event loop waits for a disk (issue 33): a relayed call's files are created on
-the spooling threads, and log lines are written by a thread of their own. Under the hostile load,
-a watchdog that looked at the loop whenever it was 30 ms late found it creating a call's files
-(request, what the call is, its answer's file) in one look out of two, and writing a log line in
-one out of nine: every caller and the health check waited with it."""
+"""The event loop does not wait on the file system (issue 33): a relayed call's files are created
+on the spooling threads, and log lines are written by a thread of their own. Under the hostile
+load, a watchdog that looked at the loop whenever it was 30 ms late found it creating a call's
+files (request, what the call is, its answer's file) in one look out of two, and writing a log
+line in one out of nine: every caller and the health check waited with it. (The answer's chunks
+are appended on the loop to its open file: a thread hop a chunk cost more CPU than it saved.)"""
 
 from __future__ import annotations
 
@@ -37,16 +38,12 @@ def test_a_relayed_calls_files_are_created_off_the_event_loop(
     _, raw = api_key_create(project=project_create(name="off-the-loop"))
     spool = recording.spool_dir().resolve()
     opened: list[tuple[str, threading.Thread]] = []  # (file name, thread)
-    writes: list[threading.Thread] = []  # the thread of each write to the answer's file
     real_open = io.open
 
     def watched_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        opening = real_open(file, mode, *args, **kwargs)
         if isinstance(file, (str, Path)) and Path(file).resolve().parent == spool:
             opened.append((Path(file).name, threading.current_thread()))
-            if str(file).endswith(".answer") and "w" in mode:
-                return Watched(opening, writes)
-        return opening
+        return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(io, "open", watched_open)
     loop_threads: list[threading.Thread] = []
@@ -80,26 +77,10 @@ def test_a_relayed_calls_files_are_created_off_the_event_loop(
     [turn] = Turn.objects.filter(session__external_id=session)
     assert "Written elsewhere." in json.dumps(turn.response)
     created = {name.rsplit(".", 1)[-1] for name, _ in opened}
-    assert writes, "the answer's file was never written"
-    assert not [w for w in writes if w in loop_threads], "the answer was written on the loop"
     assert {"request", "call-writing", "answer"} <= created, opened
     assert len(loop_threads) == 1
     on_the_loop = [name for name, thread in opened if thread in loop_threads]
     assert on_the_loop == [], f"files opened on the event loop: {on_the_loop}"
-
-
-class Watched:
-    """A file whose writes say which thread made them."""
-
-    def __init__(self, file: Any, writes: list[threading.Thread]) -> None:
-        self.file, self.writes = file, writes
-
-    def write(self, data: bytes) -> int:
-        self.writes.append(threading.current_thread())
-        return int(self.file.write(data))
-
-    def close(self) -> None:
-        self.file.close()
 
 
 class Stuck(logging.Handler):
