@@ -686,8 +686,8 @@ _ENDING: set[Future[None]] = set()
 def _spool(**call: Any) -> Future[tuple[recording.Spooled, BinaryIO]]:
     """The call spooled for the recorder (:func:`~ctxweb.contexts.services.recording.
     recording_spool`) and its answer's file, open to be written, on a spooling thread: the
-    thread's future, which completes without the event loop (a loop that ends, a server
-    stopping, leaves no call spooled and never queued)."""
+    thread's own future, which completes without the event loop (a loop that ends as a server
+    stops leaves no call spooled but never queued)."""
     big = len(call["request_body"]) >= SPOOL_BIG_BYTES
     return (_SPOOLING_BIG if big else _SPOOLING).submit(_spool_files, call)
 
@@ -699,9 +699,10 @@ def _finish_when_spooled(
     cut: str,
 ) -> None:
     """Once the call is spooled, its answer's file closed and the call queued for recording
-    (:func:`~ctxweb.contexts.services.recording.recording_finish`), whichever thread ends
-    first; nothing awaited here, so a relay cancelled as it ends still queues its call. A call
-    that could not be spooled is not recorded (said in the log)."""
+    (:func:`~ctxweb.contexts.services.recording.recording_finish`): at once when it is
+    spooled, else by the spooling thread as it ends. Nothing is awaited here, so a relay
+    cancelled as it ends still queues its call. A call that could not be spooled is not
+    recorded (said in the log)."""
     ending: Future[None] = Future()
     _ENDING.add(ending)
     ending.add_done_callback(_ENDING.discard)
