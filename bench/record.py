@@ -39,15 +39,31 @@ def machine(*versions: str) -> str:
 
 def write_section(heading: str, section: str) -> None:
     """Replace the section under ``heading`` in docs/benchmarks.md (up to the next ``## ``), or
-    add it; read right before writing, so other scripts' sections stay as they are."""
+    add it; read right before writing, so other scripts' sections stay as they are. What people
+    wrote under the section's table (the experiments, the runs before) stays under the new one."""
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     text = DOCS.read_text() if DOCS.exists() else INTRO
     pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section.rstrip("\n") + "\n\n", text, count=1)
+    found = pattern.search(text)
+    if found:
+        notes = notes_under_table(found.group(0))
+        new = section.rstrip("\n") + "\n\n" + (notes + "\n\n" if notes else "")
+        text = text[: found.start()] + new + text[found.end() :]
     else:
         text = text.rstrip("\n") + "\n\n" + section
     DOCS.write_text(text.rstrip("\n") + "\n")
+
+
+def notes_under_table(section: str) -> str:
+    """The text of a section after its first table (its rows: lines starting with ``|``)."""
+    lines = section.split("\n")
+    start = next((n for n, line in enumerate(lines) if line.startswith("|")), None)
+    if start is None:
+        return ""
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[end:]).strip("\n")
 
 
 def report(
