@@ -32,6 +32,21 @@ def scope(
     }
 
 
+def proxied_chat(raw_key: str, session: str) -> dict[str, Any]:
+    """The scope of an agent's chat completion through the proxy, with ctxweb's key and session
+    headers beside the provider's key."""
+    return scope(
+        "POST",
+        "/proxy/openai/v1/chat/completions",
+        headers=[
+            (b"content-type", b"application/json"),
+            (b"x-ctxweb-key", raw_key.encode()),
+            (b"x-ctxweb-session", session.encode()),
+            (b"authorization", b"Bearer sk-provider"),
+        ],
+    )
+
+
 def serve(
     request: dict[str, Any],
     chunks: list[bytes] | None = None,

@@ -22,7 +22,7 @@ from ctxweb.contexts.models import Turn
 from ctxweb.contexts.services import recording
 from ctxweb.logqueue import logs_off_the_loop
 from ctxweb.proxy.relay import recording_idle
-from tests.support.asgi import payload, scope, serve
+from tests.support.asgi import payload, proxied_chat, serve
 from tests.support.providers import StandIn
 
 WAIT = 30.0
@@ -58,18 +58,7 @@ def test_a_relayed_calls_files_are_created_off_the_event_loop(
     session = f"off-the-loop-{stream}"
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Go."}], "stream": stream}
     status, _, messages = serve(
-        scope(
-            "POST",
-            "/proxy/openai/v1/chat/completions",
-            headers=[
-                (b"content-type", b"application/json"),
-                (b"x-ctxweb-key", raw.encode()),
-                (b"x-ctxweb-session", session.encode()),
-                (b"authorization", b"Bearer sk-provider"),
-            ],
-        ),
-        [json.dumps(body).encode()],
-        sent=Sent(),
+        proxied_chat(raw, session), [json.dumps(body).encode()], sent=Sent()
     )
     assert status == 200
     assert b"Writt" in payload(messages)

@@ -16,7 +16,7 @@ from ctxweb.accounts.services import api_key_create, project_create
 from ctxweb.asgi import application
 from ctxweb.contexts.models import PendingCall, Turn
 from ctxweb.proxy.relay import clients_close, recording_idle
-from tests.support.asgi import scope
+from tests.support.asgi import proxied_chat
 from tests.support.providers import StandIn
 
 BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Build it."}]}
@@ -28,16 +28,7 @@ class Broke(OSError):
 
 def call_that_breaks(raw_key: str, session: str, *, stream: bool) -> list[dict[str, Any]]:
     """Relay a call whose server cannot send its answer's start; what was sent."""
-    request = scope(
-        "POST",
-        "/proxy/openai/v1/chat/completions",
-        headers=[
-            (b"content-type", b"application/json"),
-            (b"x-ctxweb-key", raw_key.encode()),
-            (b"x-ctxweb-session", session.encode()),
-            (b"authorization", b"Bearer sk-provider"),
-        ],
-    )
+    request = proxied_chat(raw_key, session)
     body = json.dumps({**BODY, "stream": stream}).encode()
     sent: list[dict[str, Any]] = []
     pending = [body]
