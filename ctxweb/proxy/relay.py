@@ -950,10 +950,11 @@ async def _relay(
                 if spooling is not None:
                     if written is None:  # shielded: a caller leaving now leaves it spooled
                         written = (await asyncio.shield(asyncio.wrap_future(spooling)))[1]
-                    # Written before it is relayed, on the loop: the file is open, and a write
-                    # to it (the page cache) waited less than a hop to a thread costs. Written on
-                    # a thread, each chunk cost the web process 0.75 ms of CPU more a call
-                    # (bench/hostile_profile.py), for no change measurable under the hostile load.
+                    # Written before it is relayed, on the loop, to the open file. A write may
+                    # wait on the disk too (a ninth of the watchdog's looks at a late loop), but
+                    # written on a thread, awaited, each chunk cost the web process 0.75 ms of CPU
+                    # more a call (bench/hostile_profile.py) for no change measurable under the
+                    # hostile load (docs/benchmarks.md).
                     written.write(chunk)
                 if events is not None:
                     # an event stream goes back whole events at a time (a client parses none

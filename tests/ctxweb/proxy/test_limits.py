@@ -680,35 +680,41 @@ def test_a_client_that_reads_nothing_of_a_huge_export_costs_bounded_memory_and_i
     assert received < TURNS * TURNS // 2 * MESSAGE_BYTES // 10
 
 
+@pytest.fixture
+def paging(
+    template: tuple[dict[str, str], str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Started]:
+    """A server that reads and sends a session's whole turn list 7 turns at a time."""
+    yield from start(template, tmp_path_factory, CTXWEB_TURN_LIST_PAGE="7")
+
+
 def test_a_sessions_whole_turn_list_is_streamed_a_page_at_a_time(
-    exportable: str,
-    template: tuple[dict[str, str], str],
-    tmp_path_factory: pytest.TempPathFactory,
+    exportable: str, paging: Started
 ) -> None:
     """``GET .../turns`` without ``limit``, read by httpx from a live server that reads and
     sends 7 turns at a time: a chunked answer (no length known before the first byte), one JSON
     array of every turn in order, the same turns the paged form gives."""
-    for server, key in start(template, tmp_path_factory, CTXWEB_TURN_LIST_PAGE="7"):
-        headers = {"Authorization": f"Bearer {key}"}
-        url = f"{server.url}/api/v1/sessions/{exportable}/turns"
-        with (
-            httpx.Client(timeout=WAIT, headers=headers) as client,
-            client.stream("GET", url) as answer,
-        ):
-            assert answer.status_code == 200, answer.read()[:500]
-            assert answer.headers["content-type"] == "application/json"
-            assert "content-length" not in answer.headers
-            assert answer.headers["transfer-encoding"] == "chunked"
-            whole = json.loads(answer.read())
-            assert [t["index"] for t in whole] == list(range(TURNS))
-            paged: list[dict[str, Any]] = []
-            page_url: str | None = f"{url}?limit=50"
-            while page_url:
-                page = client.get(page_url)
-                paged += page.json()
-                page_url = page.links.get("next", {}).get("url")
-            assert whole == paged
-            assert client.get(f"{url}?after={TURNS - 10}").json() == paged[-9:]
+    server, key = paging
+    headers = {"Authorization": f"Bearer {key}"}
+    url = f"{server.url}/api/v1/sessions/{exportable}/turns"
+    with (
+        httpx.Client(timeout=WAIT, headers=headers) as client,
+        client.stream("GET", url) as answer,
+    ):
+        assert answer.status_code == 200, answer.read()[:500]
+        assert answer.headers["content-type"] == "application/json"
+        assert "content-length" not in answer.headers
+        assert answer.headers["transfer-encoding"] == "chunked"
+        whole = json.loads(answer.read())
+        assert [t["index"] for t in whole] == list(range(TURNS))
+        paged: list[dict[str, Any]] = []
+        page_url: str | None = f"{url}?limit=50"
+        while page_url:
+            page = client.get(page_url)
+            paged += page.json()
+            page_url = page.links.get("next", {}).get("url")
+        assert whole == paged
+        assert client.get(f"{url}?after={TURNS - 10}").json() == paged[-9:]
 
 
 #: The request body of the big calls, and how many are sent one after another.
