@@ -13,7 +13,9 @@ upstream (:mod:`hostile_upstream`, uvicorn, two workers) that streams a chat com
 2. baseline (same run): ``--callers`` streaming callers straight to the upstream for
    ``--baseline-seconds``;
 3. idle: the server's resident memory (``VmRSS``) at rest;
-4. load, ``--seconds``: the same callers through the proxy, each its own session, with 8 hanging
+4. load, ``--seconds``: the same callers through the proxy, each its own session, and
+   ``--control`` callers straight to the upstream (what the machine's load costs a call that
+   does not go through ctxweb), with 8 hanging
    calls (headers then nothing, or nothing), 8 clients that ask for a 512 MB answer and never
    read it, 3 managed calls of ``--big-mb`` MB to the managed session, 4 threads posting OTLP
    exports back to back and, a quarter in, one gzip bomb of ``--bomb-mb`` MB of empty spans;
@@ -190,7 +192,12 @@ HELPERS = (b"prepare_calls", b"receive_telemetry")
 
 def helpers(parent: int) -> list[int]:
     """The pids of ``parent``'s helper processes (:data:`HELPERS`)."""
-    found = []
+    return list(helpers_by_kind(parent))
+
+
+def helpers_by_kind(parent: int) -> dict[int, str]:
+    """``parent``'s helper processes (:data:`HELPERS`): each pid's command."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -198,11 +205,23 @@ def helpers(parent: int) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(name in argv for name in HELPERS) and b"--parent" in argv:
+        kind = next((name for name in HELPERS if name in argv), None)
+        if kind is not None and b"--parent" in argv:
             at = argv.index(b"--parent") + 1
             if at < len(argv) and argv[at] == str(parent).encode():
-                found.append(int(entry.name))
+                found[int(entry.name)] = kind.decode()
     return found
+
+
+def helpers_cpu(parent: int) -> dict[str, float]:
+    """CPU seconds so far of ``parent``'s helper processes, summed by command."""
+    summed: dict[str, float] = {}
+    for pid, kind in helpers_by_kind(parent).items():
+        try:
+            summed[kind] = summed.get(kind, 0.0) + cpu_seconds(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+    return summed
 
 
 class Memory:
@@ -574,6 +593,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             f"[{shape}] load for {args.seconds:.0f} s, the server killed at {args.kill_at:.0f} s"
         )
         cpu = -cpu_seconds(server.process.pid)
+        helpers_before = helpers_cpu(server.process.pid)
         recorders.sample()
         recorders_cpu = -recorders.cpu_total()
         start = time.time()
@@ -599,6 +619,19 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
                 "session_prefix": CALLERS,
             },
             load,
+        )
+        # The control group: callers straight to the upstream during the same load, in a
+        # process of their own. What they lose against the baseline is the machine's (its
+        # cores shared with the load), not ctxweb's.
+        (folder / "control").mkdir()
+        control = (
+            Role(
+                "callers",
+                {**common, "callers": args.control, "url": f"{upstream.url}/v1", "until": until},
+                folder / "control",
+            )
+            if args.control
+            else None
         )
         hostile = Role(
             "hostile",
@@ -626,6 +659,11 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             time.sleep(0.1)
         memory.high_water()
         cpu += cpu_seconds(server.process.pid)
+        # the helpers' share until the kill (the new server's helpers start with it)
+        helpers_share = {
+            kind: (seconds - helpers_before.get(kind, 0.0)) / (time.time() - start)
+            for kind, seconds in helpers_cpu(server.process.pid).items()
+        }
         killed = time.time()
         os.killpg(server.process.pid, signal.SIGKILL)
         server.process.wait()
@@ -637,6 +675,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         progress(f"[{shape}] killed and back in {back - killed:.1f} s")
         through = callers.result()
         load_ended = time.time()
+        controlled = control.result() if control is not None else {"calls": {}}
         cpu += cpu_seconds(server.process.pid)
         load_average = max(load_average, os.getloadavg()[0])
         progress(f"[{shape}] callers done; waiting for the hostile clients")
@@ -680,6 +719,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             shape=shape,
             direct=direct,
             through=through,
+            controlled=controlled,
             health=health,
             seen=seen,
             memory=memory,
@@ -694,6 +734,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             load_ended=load_ended,
             hostile=misbehaved,
             cpu=cpu,
+            helpers_share=helpers_share,
             calm=calm,
             drained=drained,
             queued=(drain["queued"], drain["queued_here"]),
@@ -728,6 +769,13 @@ def analyse(**run: Any) -> dict[str, Any]:
         for calls in run["through"]["calls"].values()
         for c in calls
         if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY  # c[2] - c[1]: sent
+    ]
+    control = [c[1] for calls in run["controlled"]["calls"].values() for c in calls]
+    control_steady = [
+        c[1]
+        for calls in run["controlled"]["calls"].values()
+        for c in calls
+        if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY
     ]
     calm = [c[1] for calls in run["calm"]["calls"].values() for c in calls]
     killed, back = run["killed"], run["back"]
@@ -772,6 +820,8 @@ def analyse(**run: Any) -> dict[str, Any]:
         "direct": direct,
         "through": through,
         "steady": steady,
+        "control": control,
+        "control_steady": control_steady,
         "calm": calm,
         "calm_caught_up": run["calm"]["caught_up"],
         "drained": run["drained"],
@@ -787,6 +837,7 @@ def analyse(**run: Any) -> dict[str, Any]:
         "peak_at": peak_at - run["start"],
         "cpu": run["cpu"] / (run["load_ended"] - run["start"]),
         "client_cpu": run["through"]["cpu_seconds"] / (run["load_ended"] - run["start"]),
+        "helpers_share": run["helpers_share"],
         "failures": run["through"]["failures"],
         "load_average": run["load_average"],
         "restart_s": back - killed,
@@ -849,9 +900,10 @@ def rows_of(result: dict[str, Any]) -> list[str]:
         f" calls, {result['retried']} sent again ({failures}); the calls sent outside the"
         f" restart (from a second before the kill to {RECOVERY:.0f} s after the server was back):"
         f" p99 {o99 * 1000:.0f} ms ({o99 / d99 - 1:+.1%}); the server busy {result['cpu']:.0%}"
-        f" of a core, the callers {result['client_cpu']:.0%}; load average"
+        f" of a core{helpers_text(result)}, the callers {result['client_cpu']:.0%}; load average"
         f" {result['load_average']:.1f}"
         f" | {verdict(added < TARGET_ADDED)} |",
+        *control_row(result),
         f"| {shape} | the same callers through ctxweb alone, before the load (no target) | |"
         f" {c99 / d99 - 1:+.1%} at p99 ({c50 / d50 - 1:+.1%} at p50): {c50 * 1000:.0f} /"
         f" {c99 * 1000:.0f} ms, {len(result['calm'])} calls in {result['calm_seconds']:.0f} s,"
@@ -890,6 +942,35 @@ def rows_of(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def helpers_text(result: dict[str, Any]) -> str:
+    """The server's helpers' CPU until the kill, as a share of a core."""
+    names = {"prepare_calls": "its preparers", "receive_telemetry": "its capturers"}
+    shares = result.get("helpers_share") or {}
+    said = [f"{names.get(kind, kind)} {share:.0%}" for kind, share in sorted(shares.items())]
+    return f" ({', '.join(said)}, until the kill)" if said else ""
+
+
+def control_row(result: dict[str, Any]) -> list[str]:
+    """The control group's row: callers straight to the upstream during the load, against the
+    baseline (the machine's share of the added latency) and against the callers through ctxweb
+    (ctxweb's own share, the machine's state alike)."""
+    control, steady = result.get("control"), result.get("control_steady")
+    if not control or not steady:
+        return []
+    d99 = percentile(result["direct"], 0.99)
+    k50, k99 = percentile(control, 0.5), percentile(control, 0.99)
+    t99, o99 = percentile(result["through"], 0.99), percentile(result["steady"], 0.99)
+    s99 = percentile(steady, 0.99)
+    return [
+        f"| {result['shape']} | {result['callers_control']} callers straight to the upstream"
+        f" during the load, the control (no target) | | {k50 * 1000:.0f} / {k99 * 1000:.0f} ms"
+        f" (p50 / p99), {k99 / d99 - 1:+.1%} at p99 against the baseline (the machine's"
+        f" share), {len(control)} calls; the callers through ctxweb against them at p99:"
+        f" {t99 / k99 - 1:+.1%}, outside the restart {o99 / s99 - 1:+.1%} (their p99 there"
+        f" {s99 * 1000:.0f} ms) | |"
+    ]
+
+
 def commit() -> str:
     """The commit of the code measured (``.commit`` in a tree exported with ``git archive``)."""
     exported = ROOT / ".commit"
@@ -910,6 +991,12 @@ def main() -> None:
     parser.add_argument("--calm-seconds", type=float, default=15)
     parser.add_argument("--kill-at", type=float, help="seconds into the load (default: half-way)")
     parser.add_argument("--callers", type=int, default=32)
+    parser.add_argument(
+        "--control",
+        type=int,
+        default=8,
+        help="callers straight to the upstream during the load (0: none), the machine's share",
+    )
     parser.add_argument("--big-mb", type=int, default=24)
     parser.add_argument("--bomb-mb", type=int, default=30)
     parser.add_argument(
@@ -949,6 +1036,7 @@ def main() -> None:
                 bomb_mb=args.bomb_mb,
                 bomb_s=args.seconds / 4,
                 calm_seconds=args.calm_seconds,
+                callers_control=args.control,
             )
             rows += rows_of(result)
             saved = Path(tempfile.gettempdir()) / f"ctxweb-bench-hostile-{shape}.json"
@@ -966,7 +1054,9 @@ def main() -> None:
             f" own session, a growing conversation) against a loopback upstream that streams"
             f" each answer over 200 ms:"
             f" straight to it for {args.baseline_seconds:.0f} s (the baseline, same run), then"
-            f" through one ctxweb server (uvicorn) for {args.seconds:.0f} s, alongside 8 hanging"
+            f" through one ctxweb server (uvicorn) for {args.seconds:.0f} s, with"
+            f" {args.control} more straight to the upstream (the control: what the machine's"
+            f" load costs a call that does not go through ctxweb), alongside 8 hanging"
             f" calls, 8 clients asking for a 512 MB answer and never reading it, 3 managed calls"
             f" of {args.big_mb} MB to a session with an applied compaction, 4 threads posting"
             f" OTLP exports back to back and one gzip bomb; the server's process group killed"
