@@ -52,12 +52,13 @@ from ctxweb.contexts.services._sql import (
     _turns_since_sql,
 )
 from ctxweb.contexts.services.attribution import PendingTurn, attribution_catch_up
-from ctxweb.contexts.services.counting import counting_kept, counting_scope
+from ctxweb.contexts.services.counting import counting_kept, counting_scope, encoding_for
 from ctxweb.contexts.services.moments import occurred_at_parse
 from ctxweb.contexts.services.storage import (
     _MessagePlan,
     _messages_plan,
     _messages_store,
+    _rows_by_hash,
     message_rows,
     system_row,
     toolset_row,
@@ -192,6 +193,48 @@ def _guessed_plan(project: Project, context: Context, guess: _Recent) -> _Messag
         return None
 
 
+#: A turn's messages of at least this many bytes (serialized) that this process remembers no
+#: previous turn for are planned before its transaction opens (:func:`_cold_plan`).
+COLD_PLAN_BYTES = 256 * 1024
+
+
+def _cold_plan(
+    project: Project, external_id: str, context: Context, model: str
+) -> _MessagePlan | None:
+    """The plan of ``context``'s messages when this process remembers no turn of the session
+    (its first turn, a turn another process stored the previous one of, the first after a
+    restart), made before the transaction opens when they hold at least
+    :data:`COLD_PLAN_BYTES`: hashed, looked up (reads, which wait for no writer) and the new
+    ones scanned for secrets and counted with the session's encoding (a new session's: its
+    model's). Measured under the hostile load (``bench/hostile.py``, SQLite): a recorder planning
+    a 24 MB call inside the transaction held the database's write lock for 2 to 5 s, every
+    other writer waiting. In the transaction, the rows are looked up again (stored meanwhile, or
+    removed) and only what changed is counted there. None for smaller messages (planned in the
+    transaction, as they always were) or when the plan cannot be made now."""
+    try:
+        plan = _messages_plan(
+            project=project,
+            messages=context.messages,
+            encoding="",
+            recent=None,
+            look_up_first=True,
+        )
+    except FormatError:  # raised again in order, after a retried turn_id is recognized
+        return None
+    if sum(map(len, plan.texts)) < COLD_PLAN_BYTES:
+        return None
+    stored = (
+        Session.objects.filter(project=project, external_id=external_id)
+        .values_list("encoding", flat=True)
+        .first()
+    )
+    plan.encoding = stored or encoding_for(model)[0]
+    plan.count(_rows_by_hash(project, plan.wanted))
+    # Stored rows never counted with the encoding are counted in the transaction, as found then.
+    plan.stale = []
+    return plan
+
+
 def _delta(previous: list[int], ids: list[int], index: int) -> tuple[int, list[int], bool]:
     """How turn ``index`` stores ``ids``: (shared prefix with the previous turn, tail, keyframe)."""
     if index % KEYFRAME_EVERY == 0 or not previous:
@@ -281,9 +324,15 @@ def turn_ingest(
         # What this process stored for the previous turn, if it still is the previous turn: the
         # new messages are inserted with the session's lock, in the same round trip. The plan (the
         # new messages hashed, scanned for secrets and counted: seconds for a message of tens of
-        # MB) is made before the transaction opens: SQLite's locks the whole database.
+        # MB) is made before the transaction opens: SQLite's locks the whole database. Without
+        # a guess, so are big messages' (:func:`_cold_plan`).
         guess = _recent_guess(key)
-        plan = _guessed_plan(project, context, guess) if guess is not None else None
+        model = model or str(context.extra.get("model") or "")
+        plan = (
+            _guessed_plan(project, context, guess)
+            if guess is not None
+            else _cold_plan(project, external_id, context, model)
+        )
         own = transaction.atomic(savepoint=savepoint)  # this turn's: its commit may be folded
         scope.enter_context(own)
         # Sent with the lock: the plan's rows (inserted, or looked up behind round robin), and
@@ -306,7 +355,7 @@ def turn_ingest(
             external_id=external_id,
             turn_id=turn_id,
             format=context.format,
-            model=model or str(context.extra.get("model") or ""),
+            model=model,
             context_window=context_window,
             output_reserve=context.max_output_tokens,
             source=source,
@@ -362,6 +411,10 @@ def turn_ingest(
                 if plan.optimistic
                 else _messages_store(plan, found=rows)
             )
+        elif guess is None and plan is not None and plan.encoding == encoding:
+            # planned before the transaction, without a guess: its rows as found now
+            rows = returned[rows_at] if returned is not None and rows_at is not None else None
+            stored = _messages_store(plan, found=rows)
         else:  # rows the guess inserted are found like any others
             stored = message_rows(
                 project=project,
