@@ -541,6 +541,7 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
     env = shape_env(shape, folder / "data", upstream.url, args.set)
     worker = None
     server: LiveServer | None = None
+    dead: LiveServer | None = None  # the server killed mid-load
     try:
         progress(f"[{shape}] migrating, creating a key")
         key = create_key(env, role="operator")
@@ -668,16 +669,14 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
         os.killpg(server.process.pid, signal.SIGKILL)
         server.process.wait()
         # Started again at once, as a supervisor would. The killed server's output is read
-        # whole later: its recorders (sessions of their own, which outlive it by design) keep
-        # its pipe open, and waiting for that here (as this benchmark did until 2026-11-29)
-        # added 5 s to every embedded restart.
+        # whole at the end: its recorders (sessions of their own, which outlive it by design)
+        # keep its pipe open, and waiting for that here (as this benchmark did until
+        # 2026-11-29) added 5 s to every embedded restart.
         dead, server = server, LiveServer(env, port=port or 0).wait_ready()
         memory.pid = server.process.pid
         back = time.time()
         progress(f"[{shape}] killed and back in {back - killed:.1f} s")
         through = callers.result()
-        dead.reader.join(timeout=5)
-        (folder / "server-killed.log").write_text(dead.log)
         load_ended = time.time()
         controlled = control.result() if control is not None else {"calls": {}}
         cpu += cpu_seconds(server.process.pid)
@@ -749,6 +748,9 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
             args=args,
         )
     finally:
+        if dead is not None:
+            dead.reader.join(timeout=5)
+            (folder / "server-killed.log").write_text(dead.log)
         if server is not None:
             server.stop()
             (folder / "server.log").write_text(server.log)
