@@ -194,7 +194,7 @@ def _guessed_plan(project: Project, context: Context, guess: _Recent) -> _Messag
 
 
 #: A turn's messages of at least this many bytes (serialized) that this process remembers no
-#: previous turn for are planned before its transaction opens (:func:`_cold_plan`).
+#: previous turn for are counted before its transaction opens (:func:`_cold_plan`).
 COLD_PLAN_BYTES = 256 * 1024
 
 
@@ -203,26 +203,27 @@ def _cold_plan(
 ) -> _MessagePlan | None:
     """The plan of ``context``'s messages when this process remembers no turn of the session
     (its first turn, a turn another process stored the previous one of, the first after a
-    restart), made before the transaction opens when they hold at least
-    :data:`COLD_PLAN_BYTES`: hashed, looked up (reads, which wait for no writer) and the new
-    ones scanned for secrets and counted with the session's encoding (a new session's: its
-    model's). Measured under the hostile load (``bench/hostile.py``, SQLite): a recorder planning
-    a 24 MB call inside the transaction held the database's write lock for 2 to 5 s, every
-    other writer waiting. In the transaction, the rows are looked up again (stored meanwhile, or
-    removed) and only what changed is counted there. None for smaller messages (planned in the
-    transaction, as they always were) or when the plan cannot be made now."""
+    restart), made before the transaction opens: hashed, and their rows looked up with the
+    session's lock, in its round trip. When they hold at least :data:`COLD_PLAN_BYTES`, they are
+    also looked up now (reads, which wait for no writer) and the new ones scanned for secrets
+    and counted with the session's encoding (a new session's: its model's): measured under the
+    hostile load (``bench/hostile.py``, SQLite), a recorder counting a 24 MB call inside the
+    transaction held the database's write lock for 2 to 5 s, every other writer waiting. In the
+    transaction only what changed since is counted (rows stored meanwhile, or removed). None
+    when the messages cannot be read (raised again in order, after a retried turn_id is
+    recognized)."""
     try:
         plan = _messages_plan(
             project=project,
             messages=context.messages,
-            encoding="",
+            encoding="",  # known with the session: counted in the transaction
             recent=None,
             look_up_first=True,
         )
-    except FormatError:  # raised again in order, after a retried turn_id is recognized
+    except FormatError:
         return None
     if sum(map(len, plan.texts)) < COLD_PLAN_BYTES:
-        return None
+        return plan
     stored = (
         Session.objects.filter(project=project, external_id=external_id)
         .values_list("encoding", flat=True)
@@ -411,8 +412,10 @@ def turn_ingest(
                 if plan.optimistic
                 else _messages_store(plan, found=rows)
             )
-        elif guess is None and plan is not None and plan.encoding == encoding:
-            # planned before the transaction, without a guess: its rows as found now
+        elif guess is None and plan is not None and plan.encoding in ("", encoding):
+            # planned before the transaction, without a guess (counted already, or now with
+            # the session's encoding): its rows as found with the lock
+            plan.encoding = encoding
             rows = returned[rows_at] if returned is not None and rows_at is not None else None
             stored = _messages_store(plan, found=rows)
         else:  # rows the guess inserted are found like any others

@@ -169,3 +169,25 @@ def test_a_plan_counted_with_another_encoding_than_the_sessions_is_counted_again
     assert [inside for size, inside in counted_where if size >= len(BIG)] == [False, True]
     for message in Message.objects.filter(project=world.project):
         assert set(message.counts) == {"o200k_base"}
+
+
+def test_a_small_turn_no_process_remembers_is_hashed_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, counted_where: list[tuple[int, bool]]
+) -> None:
+    """Under the threshold the messages are hashed before the transaction and counted in it,
+    each serialized once (the plan is carried out, not made again in the transaction)."""
+    serialized: list[int] = []
+    canonical: Callable[[Any], str] = storage._canonical_json
+
+    def probe(data: Any) -> str:
+        serialized.append(1)
+        return canonical(data)
+
+    monkeypatch.setattr(storage, "_canonical_json", probe)
+    body = request("a short build log", turns=2)
+    turn = store(world.project, "s", body)
+    assert_holds(turn, body)
+    # each message once (the system prompt by its own row)
+    assert len(serialized) == len(body["messages"])
+    assert len(counted_where) == len(body["messages"])
+    assert all(inside for _, inside in counted_where)
