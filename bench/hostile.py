@@ -764,26 +764,28 @@ def run_shape(shape: str, upstream: Upstream, args: argparse.Namespace) -> dict[
 # --- results ------------------------------------------------------------------------------------
 
 
+def latencies(role: dict[str, Any], outside: tuple[float, float] | None = None) -> list[float]:
+    """A callers role's call latencies; with ``outside`` (from, to), only the calls not sent
+    within it."""
+    return [
+        c[1]
+        for calls in role["calls"].values()
+        for c in calls
+        if outside is None or not outside[0] <= c[2] - c[1] <= outside[1]  # c[2] - c[1]: sent
+    ]
+
+
 def analyse(**run: Any) -> dict[str, Any]:
-    direct = [c[1] for calls in run["direct"]["calls"].values() for c in calls]
-    through = [c[1] for calls in run["through"]["calls"].values() for c in calls]
+    direct = latencies(run["direct"])
+    through = latencies(run["through"])
     # The calls sent from a second before the kill (in flight when it came) until RECOVERY
     # seconds after the server was back: the rest say what the hostile traffic costs apart from
     # the restart's
-    steady = [
-        c[1]
-        for calls in run["through"]["calls"].values()
-        for c in calls
-        if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY  # c[2] - c[1]: sent
-    ]
-    control = [c[1] for calls in run["controlled"]["calls"].values() for c in calls]
-    control_steady = [
-        c[1]
-        for calls in run["controlled"]["calls"].values()
-        for c in calls
-        if not run["killed"] - 1 <= c[2] - c[1] <= run["back"] + RECOVERY
-    ]
-    calm = [c[1] for calls in run["calm"]["calls"].values() for c in calls]
+    restart = (run["killed"] - 1, run["back"] + RECOVERY)
+    steady = latencies(run["through"], restart)
+    control = latencies(run["controlled"])
+    control_steady = latencies(run["controlled"], restart)
+    calm = latencies(run["calm"])
     killed, back = run["killed"], run["back"]
     checks = run["health"]["checks"]
     # The restart window: from the kill until the new server answered its first health check.
